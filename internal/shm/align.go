@@ -1,0 +1,7 @@
+package shm
+
+// Pad8 rounds n up to a multiple of 8.
+func Pad8(n int) int { return (n + 7) &^ 7 }
+
+// Pad rounds n up to a multiple of a, a power of two.
+func Pad(n, a int) int { return (n + a - 1) &^ (a - 1) }

@@ -1,0 +1,190 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mapping is a range of a file mapped shared into memory.
+type Mapping struct {
+	data     []byte
+	writable bool
+}
+
+// Map maps size bytes of f from offset off. The caller has checked that
+// the file holds them: touching a page past EOF raises SIGBUS.
+func Map(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	p, err := unix.MmapPtr(int(f.Fd()), off, nil, uintptr(size), prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
+	}
+	return &Mapping{data: unsafe.Slice((*byte)(p), size), writable: writable}, nil
+}
+
+// Bytes returns the mapped memory.
+func (m *Mapping) Bytes() []byte { return m.data }
+
+// Sync writes dirty pages of the mapping to the file and waits (msync).
+func (m *Mapping) Sync() error {
+	if len(m.data) == 0 || !m.writable {
+		return nil
+	}
+	return unix.Msync(m.data, unix.MS_SYNC)
+}
+
+// Release detaches the mapping from the file but keeps its address range,
+// filled with private zero pages that cost no memory until written. A
+// stale pointer into it (a value handle used after Close) then reads zeros
+// and writes nowhere instead of faulting. The range is never reused.
+func (m *Mapping) Release() error {
+	if len(m.data) == 0 {
+		return nil
+	}
+	_, err := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(m.data)), uintptr(len(m.data)),
+		unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE)
+	return err
+}
+
+// Unmap removes the mapping; no pointer into it may be used afterwards.
+func (m *Mapping) Unmap() error {
+	if len(m.data) == 0 {
+		return nil
+	}
+	err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(m.data)), uintptr(len(m.data)))
+	m.data = nil
+	return err
+}
+
+// Preallocate gives f size bytes of real disk blocks (fallocate), so that
+// a full disk is an error now and never a SIGBUS when a page is touched.
+// Where the file system cannot fallocate, it writes one zero per block.
+func Preallocate(f *os.File, size int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("fallocate %s (%d bytes): %w", f.Name(), size, err)
+	}
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	var zero [1]byte
+	for off := int64(0); off < size; off += 4096 {
+		if _, err := f.WriteAt(zero[:], off); err != nil {
+			return fmt.Errorf("preallocate %s: %w", f.Name(), err)
+		}
+	}
+	return f.Sync()
+}
+
+// ErrWouldBlock is returned by Flock with nonblocking set when another
+// open file holds a conflicting lock.
+var ErrWouldBlock = errors.New("file is locked by another process")
+
+// Flock takes a whole-file advisory lock, shared or exclusive. The kernel
+// drops it when the file is closed or the process dies.
+func Flock(f *os.File, exclusive, nonblocking bool) error {
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
+	}
+	if nonblocking {
+		how |= unix.LOCK_NB
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EWOULDBLOCK):
+			return ErrWouldBlock
+		default:
+			return fmt.Errorf("flock %s: %w", f.Name(), err)
+		}
+	}
+}
+
+// CreateAtomic builds a new file of size bytes, lets fill write its
+// contents, syncs it and only then links it at path, so that path never
+// shows a half-written file, even if this process dies. It returns an
+// error wrapping os.ErrExist when path already exists (another process won
+// the race to create it).
+func CreateAtomic(path string, mode os.FileMode, size int64, fill func(f *os.File) error) error {
+	dir := filepath.Dir(path)
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, uint32(mode.Perm()))
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOTDIR) {
+			return &os.PathError{Op: "create", Path: path, Err: err}
+		}
+		return createViaTempName(path, mode, size, fill)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if err := prepare(f, mode, size, fill); err != nil {
+		return err
+	}
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: "(new file)", New: path, Err: err}
+	}
+	return syncDir(dir)
+}
+
+// createViaTempName is CreateAtomic for file systems without O_TMPFILE: a
+// crash may leave the temporary file behind, never a partial map.
+func createViaTempName(path string, mode os.FileMode, size int64, fill func(f *os.File) error) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".creating-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	defer f.Close()
+	if err := prepare(f, mode, size, fill); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func prepare(f *os.File, mode os.FileMode, size int64, fill func(f *os.File) error) error {
+	if err := f.Chmod(mode.Perm()); err != nil {
+		return err
+	}
+	if err := Preallocate(f, size); err != nil {
+		return err
+	}
+	if err := fill(f); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	return nil
+}

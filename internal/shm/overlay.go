@@ -1,0 +1,89 @@
+package shm
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// This file and copy_*.go hold the package's pointer arithmetic. Callers
+// pass offsets they have validated against the file's layout; the checks
+// here are the last line of defence and panic on a programming error,
+// never on file content.
+
+func checkRange(b []byte, off, size, align int) unsafe.Pointer {
+	if off < 0 || size < 0 || off > len(b) || len(b)-off < size {
+		panic(fmt.Sprintf("shm: range [%d,+%d) outside %d bytes", off, size, len(b)))
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b[off:]))
+	if uintptr(p)%uintptr(align) != 0 {
+		panic(fmt.Sprintf("shm: offset %d is not %d-byte aligned", off, align))
+	}
+	return p
+}
+
+// U64 returns the 8-byte aligned word at b[off:] as an atomic.
+func U64(b []byte, off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(checkRange(b, off, 8, 8))
+}
+
+// U32 returns the 4-byte aligned word at b[off:] as an atomic.
+func U32(b []byte, off int) *atomic.Uint32 {
+	return (*atomic.Uint32)(checkRange(b, off, 4, 4))
+}
+
+// I64 returns the 8-byte aligned word at b[off:] as an atomic int64.
+func I64(b []byte, off int) *atomic.Int64 {
+	return (*atomic.Int64)(checkRange(b, off, 8, 8))
+}
+
+// I32 returns the 4-byte aligned word at b[off:] as an atomic int32.
+func I32(b []byte, off int) *atomic.Int32 {
+	return (*atomic.Int32)(checkRange(b, off, 4, 4))
+}
+
+// U64s returns n consecutive 8-byte words starting at b[off:].
+func U64s(b []byte, off, n int) []atomic.Uint64 {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*atomic.Uint64)(checkRange(b, off, n*8, 8)), n)
+}
+
+// Words returns n consecutive 8-byte words at b[off:] for code that holds
+// a lock over them (bitmaps): plain loads and stores.
+func Words(b []byte, off, n int) []uint64 {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(checkRange(b, off, n*8, 8)), n)
+}
+
+// Overlay returns b[off:] viewed as a *T. T must be a struct of fixed-size,
+// pointer-free fields (atomics and integers), 8-byte aligned.
+func Overlay[T any](b []byte, off int) *T {
+	var zero T
+	return (*T)(checkRange(b, off, int(unsafe.Sizeof(zero)), 8))
+}
+
+// MutexAt returns the Mutex at b[off:].
+func MutexAt(b []byte, off int) *Mutex { return Overlay[Mutex](b, off) }
+
+// Addr returns the address of b[off], for handles that keep a pointer into
+// a mapping.
+func Addr(b []byte, off int, align int) unsafe.Pointer { return checkRange(b, off, 1, align) }
+
+// Heap returns size zeroed bytes of ordinary Go memory aligned to 64
+// bytes: the stand-in for a mapping in tests run with the race detector,
+// which cannot see mapped memory.
+func Heap(size int) []byte {
+	words := make([]uint64, (size+64+7)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)
+	skip := int((64 - uintptr(unsafe.Pointer(&b[0]))%64) % 64)
+	return b[skip : skip+size : skip+size]
+}
+
+// Aligned reports whether b starts at a multiple of align.
+func Aligned(b []byte, align int) bool {
+	return len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(align) == 0
+}

@@ -1,0 +1,49 @@
+package offmap
+
+import (
+	"errors"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Errors returned by the map. Test for them with errors.Is; the returned
+// error usually wraps one of these with the path and the numbers involved.
+var (
+	// ErrNotFound: the key is not in the map.
+	ErrNotFound = errors.New("offmap: key not found")
+	// ErrFull: the new entry does not fit in its segment; nothing was
+	// changed. Reads, updates that need no more room and deletes still
+	// work, and space freed by deletes is reused.
+	ErrFull = errors.New("offmap: map is full")
+	// ErrClosed: the map was closed.
+	ErrClosed = errors.New("offmap: map is closed")
+	// ErrReadOnly: a write through a map opened read-only.
+	ErrReadOnly = errors.New("offmap: map is open read-only")
+	// ErrKeyTooLarge: the key is longer than the map's MaxKeySize.
+	ErrKeyTooLarge = errors.New("offmap: key too large")
+	// ErrValueTooLarge: the value is longer than the map's MaxValueSize.
+	ErrValueTooLarge = errors.New("offmap: value too large")
+	// ErrValueSize: a value handle was asked for an entry whose value has
+	// another size, or a Put tried to change the size of a value that
+	// handles point into.
+	ErrValueSize = errors.New("offmap: value size does not match")
+	// ErrOptionsMismatch: the options conflict with the existing file.
+	ErrOptionsMismatch = errors.New("offmap: options conflict with the existing file")
+	// ErrInvalidOptions: the options cannot describe a map.
+	ErrInvalidOptions = errors.New("offmap: invalid options")
+	// ErrLockTimeout: a live process held a segment lock longer than
+	// Options.LockTimeout.
+	ErrLockTimeout = shm.ErrLockTimeout
+
+	// ErrEmptyFile: the file exists but has no bytes.
+	ErrEmptyFile = shm.ErrEmpty
+	// ErrNotMap: the file does not start with the offmap magic number.
+	ErrNotMap = shm.ErrForeign
+	// ErrTruncated: the file is shorter than its header says.
+	ErrTruncated = shm.ErrTruncated
+	// ErrVersion: the file has a format version this code cannot read
+	// (usually one written by a newer release).
+	ErrVersion = shm.ErrVersion
+	// ErrCorrupt: the file's header or content is damaged.
+	ErrCorrupt = shm.ErrCorrupt
+)

@@ -1,0 +1,91 @@
+package offmap
+
+import (
+	"fmt"
+
+	"github.com/offmap/offmap/values"
+)
+
+// Value handles point straight at an entry's value in the mapped file.
+// Acquiring one pins the entry: its value keeps its size and place for as
+// long as the entry exists (a Put of another size fails with
+// ErrValueSize). After the key is deleted, a handle still works on the
+// detached entry, which no lookup reaches and no other key reuses until
+// every process has closed the map: its writes are simply no longer
+// visible through the map. It never writes into another key's value.
+
+var zeros [8]byte
+
+// acquire returns the value bytes of key, creating the entry with a zero
+// value of size bytes when absent, and pins it.
+func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
+	if err := m.checkSizes(key, zeros[:size]); err != nil {
+		return nil, err
+	}
+	if err := m.enterWrite(); err != nil {
+		return nil, err
+	}
+	defer m.exitWrite()
+	h := m.hash(key)
+	s := &m.segs[h.seg]
+	if err := m.lock(s); err != nil {
+		return nil, err
+	}
+	defer s.hdr.lock.Unlock()
+	pos, w, e, found, bad := m.find(s, key, h)
+	switch {
+	case found && e.valLen != size:
+		return nil, fmt.Errorf("%w: the key holds a %d-byte value; an %s handle needs %d bytes", ErrValueSize, e.valLen, kind, size)
+	case found:
+		if w&slotPinned == 0 {
+			s.slots[pos].Store(w | slotPinned)
+		}
+	case bad:
+		return nil, m.corrupt(s, "a lookup met an entry outside the segment")
+	default:
+		var err error
+		if e, err = m.insertLocked(s, pos, h, key, zeros[:size], slotPinned); err != nil {
+			return nil, err
+		}
+	}
+	return s.area[e.valOff() : e.valOff()+size], nil
+}
+
+// AcquireInt64 returns a handle on key's 8-byte value, creating the entry
+// with value 0 when absent. Load, Store, Add and CompareAndSwap on the
+// handle act atomically on the mapped bytes: every process sees them at
+// once and they persist without a Put.
+func (m *Map) AcquireInt64(key []byte) (values.Int64, error) {
+	b, err := m.acquire(key, 8, "Int64")
+	if err != nil {
+		return values.Int64{}, err
+	}
+	return values.NewInt64(b, m.guard)
+}
+
+// AcquireUint64 is AcquireInt64 for a uint64.
+func (m *Map) AcquireUint64(key []byte) (values.Uint64, error) {
+	b, err := m.acquire(key, 8, "Uint64")
+	if err != nil {
+		return values.Uint64{}, err
+	}
+	return values.NewUint64(b, m.guard)
+}
+
+// AcquireInt32 is AcquireInt64 for a 4-byte int32 value.
+func (m *Map) AcquireInt32(key []byte) (values.Int32, error) {
+	b, err := m.acquire(key, 4, "Int32")
+	if err != nil {
+		return values.Int32{}, err
+	}
+	return values.NewInt32(b, m.guard)
+}
+
+// AcquireFloat64 is AcquireInt64 for a float64 (its IEEE 754 bits).
+func (m *Map) AcquireFloat64(key []byte) (values.Float64, error) {
+	b, err := m.acquire(key, 8, "Float64")
+	if err != nil {
+		return values.Float64{}, err
+	}
+	return values.NewFloat64(b, m.guard)
+}

@@ -1,0 +1,81 @@
+package offmap
+
+import (
+	"time"
+)
+
+// Range calls fn for every entry until fn returns false. Each segment is
+// copied at one instant (optimistically, or with its lock held when
+// writers keep changing it) and fn runs on the copy with no lock held, so
+// fn may use the map. An entry present for the whole iteration is seen
+// exactly once; one added or removed meanwhile may or may not be. The key
+// and value slices are valid only during the call.
+func (m *Map) Range(fn func(key, value []byte) bool) error {
+	var buf []byte
+	var spans []int
+	for i := range m.segs {
+		var err error
+		buf, spans, err = m.snapshot(&m.segs[i], buf[:0], spans[:0])
+		if err != nil {
+			return err
+		}
+		for j := 0; j < len(spans); j += 3 {
+			k, v, end := spans[j], spans[j+1], spans[j+2]
+			if !fn(buf[k:v:v], buf[v:end:end]) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// snapshot appends the keys and values of segment s to buf, and the offsets
+// (key start, value start, value end) of each entry to spans.
+func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, error) {
+	var since time.Time
+	quiescent := false
+	for try := 0; ; try++ {
+		if m.closed.Load() {
+			return buf, spans, ErrClosed
+		}
+		v := s.hdr.version.Load()
+		if v&1 != 0 && !quiescent {
+			q, err := m.readStep(s, try, &since)
+			if err != nil {
+				return buf, spans, err
+			}
+			quiescent = q
+			continue
+		}
+		buf, spans = buf[:0], spans[:0]
+		bad := false
+		for i := range s.slots {
+			w := s.slots[i].Load()
+			if w == 0 || w&slotDetached != 0 {
+				continue
+			}
+			e, ok := m.entryAt(s, slotChunk(w))
+			if !ok {
+				bad = true
+				continue
+			}
+			k := len(buf)
+			buf = append(buf, make([]byte, e.keyLen)...)
+			loadKey(buf[k:], s, e)
+			vs := len(buf)
+			buf = loadValue(buf, s, e)
+			spans = append(spans, k, vs, len(buf))
+		}
+		if quiescent || s.hdr.version.Load() == v {
+			if bad {
+				return buf, spans, m.corrupt(s, "an entry lies outside the segment")
+			}
+			return buf, spans, nil
+		}
+		q, err := m.readStep(s, try, &since)
+		if err != nil {
+			return buf, spans, err
+		}
+		quiescent = q
+	}
+}

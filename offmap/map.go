@@ -1,0 +1,257 @@
+package offmap
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+	"github.com/offmap/offmap/values"
+)
+
+// Map is a hash map in a memory-mapped file, shared by every goroutine and
+// process that opens the file. All methods are safe for concurrent use.
+type Map struct {
+	path       string
+	file       *os.File // nil for a heap-backed map
+	mapping    *shm.Mapping
+	mem        []byte
+	hdr        header
+	segs       []segment
+	chunkShift uint
+	readOnly   bool
+	self       shm.Token
+	timeout    time.Duration
+	guard      *values.Guard
+
+	closed  atomic.Bool
+	writers atomic.Int64 // write operations in flight; Close waits for them
+	closeMu sync.Mutex
+}
+
+// Open opens the map file at path, creating it from opts if it does not
+// exist. Processes racing to create the same path all end up with the same
+// map: the file appears at path only when complete.
+func Open(path string, opts Options) (*Map, error) {
+	for attempt := 0; ; attempt++ {
+		f, readOnly, err := openFile(path, opts.ReadOnly)
+		if errors.Is(err, os.ErrNotExist) && !opts.ReadOnly && attempt < 3 {
+			err = create(path, opts)
+			if err == nil || errors.Is(err, os.ErrExist) {
+				continue // created, or another process did: open it
+			}
+			return nil, fmt.Errorf("offmap: create %s: %w", path, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("offmap: open %s: %w", path, err)
+		}
+		m, err := openMapped(f, path, readOnly, opts)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("offmap: open %s: %w", path, err)
+		}
+		return m, nil
+	}
+}
+
+// openFile opens path for reading and writing, or for reading only when
+// asked to or when the process may not write it.
+func openFile(path string, readOnly bool) (*os.File, bool, error) {
+	if !readOnly {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil || !(errors.Is(err, os.ErrPermission) || isReadOnlyFS(err)) {
+			return f, false, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	return f, true, err
+}
+
+func randomSeed() uint64 {
+	var b [8]byte
+	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+		return uint64(time.Now().UnixNano())
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func create(path string, opts Options) error {
+	h, err := plan(opts, randomSeed())
+	if err != nil {
+		return err
+	}
+	// A zero-filled file is an empty map: only the header page is written.
+	return shm.CreateAtomic(path, opts.fileMode(), int64(h.FileSize), func(f *os.File) error {
+		_, err := f.WriteAt(h.encode(), 0)
+		return err
+	})
+}
+
+func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, error) {
+	// Every process holds a shared flock while it has the map open, so an
+	// opener that gets the lock exclusively knows it is alone and may
+	// finish what dead processes left behind.
+	exclusive := !readOnly && shm.Flock(f, true, true) == nil
+	if !exclusive {
+		if err := shm.Flock(f, false, false); err != nil {
+			return nil, err
+		}
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: not a regular file", ErrNotMap)
+	}
+	page := make([]byte, min(st.Size(), headerSize))
+	if _, err := f.ReadAt(page, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	h, err := decodeHeader(page, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	if err := opts.checkAgainst(h); err != nil {
+		return nil, err
+	}
+	mp, err := shm.Map(f, 0, int(h.FileSize), !readOnly)
+	if err != nil {
+		return nil, err
+	}
+	m := newMap(path, *h, mp.Bytes(), readOnly, opts)
+	m.file, m.mapping = f, mp
+	if exclusive {
+		m.recoverAlone()
+		if err := shm.Flock(f, false, false); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func newMap(path string, h header, mem []byte, readOnly bool, opts Options) *Map {
+	m := &Map{
+		path:       path,
+		mem:        mem,
+		hdr:        h,
+		chunkShift: uint(bits.TrailingZeros32(h.ChunkSize)),
+		readOnly:   readOnly,
+		self:       shm.Self(),
+		timeout:    opts.lockTimeout(),
+		guard:      values.NewGuard("its map " + path),
+	}
+	m.initSegments()
+	return m
+}
+
+// openHeap makes a map in ordinary Go memory: for tests under the race
+// detector, which cannot see mapped memory.
+func openHeap(opts Options) (*Map, error) {
+	h, err := plan(opts, randomSeed())
+	if err != nil {
+		return nil, err
+	}
+	mem := shm.Heap(int(h.FileSize))
+	copy(mem, h.encode())
+	return newMap("(heap)", h, mem, false, opts), nil
+}
+
+// Path returns the file the map lives in.
+func (m *Map) Path() string { return m.path }
+
+// ReadOnly reports whether writes are refused.
+func (m *Map) ReadOnly() bool { return m.readOnly }
+
+// Close releases the map. It waits for writes in flight in this process.
+// Value handles acquired from the map panic with a clear message when used
+// afterwards; the address range stays reserved (as private zero pages) so
+// that no stale pointer can fault.
+func (m *Map) Close() error {
+	m.closeMu.Lock()
+	defer m.closeMu.Unlock()
+	if !m.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	for m.writers.Load() != 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	m.guard.Close()
+	var err error
+	if m.mapping != nil {
+		err = m.mapping.Release()
+	}
+	if m.file != nil {
+		if cerr := m.file.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// Sync writes the map's changed pages to the file and waits for the disk
+// (msync). Without it, data survives any process crash but not a power
+// loss: the kernel writes pages back on its own schedule.
+func (m *Map) Sync() error {
+	if err := m.enterWrite(); err != nil {
+		if errors.Is(err, ErrReadOnly) {
+			return nil
+		}
+		return err
+	}
+	defer m.exitWrite()
+	if m.mapping == nil {
+		return nil
+	}
+	return m.mapping.Sync()
+}
+
+// enterWrite registers a write in flight, so that Close waits for it.
+func (m *Map) enterWrite() error {
+	m.writers.Add(1)
+	if m.closed.Load() {
+		m.writers.Add(-1)
+		return ErrClosed
+	}
+	if m.readOnly {
+		m.writers.Add(-1)
+		return ErrReadOnly
+	}
+	return nil
+}
+
+func (m *Map) exitWrite() { m.writers.Add(-1) }
+
+// lock takes s's lock; if its holder had died, it repairs the segment.
+func (m *Map) lock(s *segment) error {
+	tookOver, err := s.hdr.lock.Lock(m.self, m.timeout)
+	if err != nil {
+		return fmt.Errorf("offmap: %s: segment %d: %w", m.path, m.segIndex(s), err)
+	}
+	if tookOver {
+		m.repairLocked(s)
+	}
+	return nil
+}
+
+func (m *Map) segIndex(s *segment) int {
+	for i := range m.segs {
+		if &m.segs[i] == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// Writers bump the segment version to odd before their first change and
+// back to even after the last, so optimistic readers can tell.
+func beginChange(s *segment) { s.hdr.version.Add(1) }
+func endChange(s *segment)   { s.hdr.version.Add(1) }

@@ -1,0 +1,305 @@
+package offmap
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Get returns a copy of key's value, or ErrNotFound.
+func (m *Map) Get(key []byte) ([]byte, error) {
+	v, found, err := m.readValue(nil, key, true)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return v, err
+}
+
+// AppendValue appends key's value to dst and returns the extended slice,
+// or dst and ErrNotFound. It allocates only when dst lacks capacity:
+// reuse one buffer to read without garbage.
+func (m *Map) AppendValue(dst, key []byte) ([]byte, error) {
+	v, found, err := m.readValue(dst, key, true)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return v, err
+}
+
+// Has reports whether key is in the map.
+func (m *Map) Has(key []byte) (bool, error) {
+	_, found, err := m.readValue(nil, key, false)
+	return found, err
+}
+
+// Len returns the number of entries.
+func (m *Map) Len() int {
+	if m.closed.Load() {
+		return 0
+	}
+	n := 0
+	for i := range m.segs {
+		n += int(m.segs[i].hdr.count.Load())
+	}
+	return n
+}
+
+func (m *Map) checkSizes(key, value []byte) error {
+	if len(key) > int(m.hdr.MaxKey) {
+		return fmt.Errorf("%w: %d bytes, the map's MaxKeySize is %d", ErrKeyTooLarge, len(key), m.hdr.MaxKey)
+	}
+	if len(value) > int(m.hdr.MaxValue) {
+		return fmt.Errorf("%w: %d bytes, the map's MaxValueSize is %d", ErrValueTooLarge, len(value), m.hdr.MaxValue)
+	}
+	return nil
+}
+
+func (m *Map) corrupt(s *segment, what string) error {
+	return fmt.Errorf("%w: %s: segment %d: %s (run offmap recover)", ErrCorrupt, m.path, m.segIndex(s), what)
+}
+
+// Put sets key's value, inserting the key if it is absent. It returns
+// ErrFull when a new key or a larger value does not fit; nothing changes
+// then.
+func (m *Map) Put(key, value []byte) error {
+	if err := m.checkSizes(key, value); err != nil {
+		return err
+	}
+	if err := m.enterWrite(); err != nil {
+		return err
+	}
+	defer m.exitWrite()
+	h := m.hash(key)
+	s := &m.segs[h.seg]
+	if err := m.lock(s); err != nil {
+		return err
+	}
+	err := m.putLocked(s, key, value, h)
+	s.hdr.lock.Unlock()
+	return err
+}
+
+func (m *Map) putLocked(s *segment, key, value []byte, h keyHash) error {
+	pos, w, e, found, bad := m.find(s, key, h)
+	switch {
+	case found:
+		return m.updateLocked(s, pos, w, e, value)
+	case bad:
+		return m.corrupt(s, "a lookup met an entry outside the segment")
+	}
+	_, err := m.insertLocked(s, pos, h, key, value, 0)
+	return err
+}
+
+// insertLocked adds a new entry at the empty slot pos.
+func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte, flags uint64) (entry, error) {
+	if s.hdr.count.Load()+s.hdr.detached.Load() >= uint64(m.hdr.MaxPerSegment) {
+		return entry{}, fmt.Errorf("%w: %s: segment %d holds its maximum of %d entries (map sized for %d)",
+			ErrFull, m.path, m.segIndex(s), m.hdr.MaxPerSegment, m.hdr.Entries)
+	}
+	n := m.chunksFor(len(key), len(value))
+	c, ok := m.allocLocked(s, n)
+	if !ok {
+		return entry{}, m.full(s, n)
+	}
+	beginChange(s)
+	e := m.writeEntry(s, c, key, value)
+	s.slots[pos].Store(h.match | flags | uint64(c))
+	s.hdr.count.Add(1)
+	s.hdr.usedChunks.Add(uint64(n))
+	endChange(s)
+	return e, nil
+}
+
+func (m *Map) full(s *segment, n int) error {
+	return fmt.Errorf("%w: %s: segment %d has no room for %d more bytes (%d of %d chunks used)",
+		ErrFull, m.path, m.segIndex(s), n<<m.chunkShift, s.hdr.usedChunks.Load(), m.hdr.ChunksPerSegment)
+}
+
+// updateLocked replaces the value of the entry e at slot pos. A value that
+// fits the entry's chunks is rewritten in place through the redo record
+// (so a crash leaves the old or the new value, never a mix); a larger one
+// is written to new chunks and the slot switched to them.
+func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []byte) error {
+	if w&slotPinned != 0 && len(value) != e.valLen {
+		return fmt.Errorf("%w: value handles point into this %d-byte value; a %d-byte value cannot replace it",
+			ErrValueSize, e.valLen, len(value))
+	}
+	oldN := m.chunksFor(e.keyLen, e.valLen)
+	newN := m.chunksFor(e.keyLen, len(value))
+	c := slotChunk(w)
+	switch {
+	case len(value) == e.valLen && len(value) <= 8:
+		// One aligned word: a single atomic store is all or nothing.
+		beginChange(s)
+		storeSmall(s.area[e.valOff():], value)
+		endChange(s)
+	case newN <= oldN:
+		m.redoInPlace(s, c, e, value)
+		if newN < oldN {
+			m.freeLocked(s, c+uint32(newN), oldN-newN)
+			s.hdr.usedChunks.Add(^uint64(oldN - newN - 1))
+		}
+	default:
+		nc, ok := m.allocLocked(s, newN)
+		if !ok {
+			return m.full(s, newN-oldN)
+		}
+		beginChange(s)
+		ne := entry{off: int(nc) << m.chunkShift, keyLen: e.keyLen, valLen: len(value)}
+		shm.U32(s.area, ne.off).Store(uint32(e.keyLen))
+		shm.U32(s.area, ne.off+4).Store(uint32(len(value)))
+		shm.Store(s.area[ne.keyOff():], s.area[e.keyOff():e.keyOff()+e.keyLen])
+		shm.Store(s.area[ne.valOff():], value)
+		s.slots[pos].Store(w&^slotChunkMask | uint64(nc))
+		m.freeLocked(s, c, oldN)
+		s.hdr.usedChunks.Add(uint64(newN - oldN))
+		endChange(s)
+	}
+	return nil
+}
+
+// storeSmall writes a value of at most 8 bytes into its aligned word with
+// one atomic store (a 4-byte store for 4-byte values, which Int32 handles
+// change with 4-byte atomics).
+func storeSmall(dst, value []byte) {
+	if len(value) == 4 {
+		shm.U32(dst, 0).Store(uint32(value[0]) | uint32(value[1])<<8 | uint32(value[2])<<16 | uint32(value[3])<<24)
+		return
+	}
+	var w [8]byte
+	copy(w[:], value)
+	shm.U64(dst, 0).Store(uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56)
+}
+
+// redoInPlace rewrites e's value in place, crash-safely:
+//  1. write the new length and value to the segment's scratch area;
+//  2. intent = 1 + chunk (the redo record is now valid);
+//  3. write value and length into the entry;
+//  4. intent = 0.
+//
+// Whoever takes the lock over from a process that died between 2 and 4
+// replays step 3 from the scratch area (repairLocked).
+func (m *Map) redoInPlace(s *segment, c uint32, e entry, value []byte) {
+	shm.U64(s.scratch, 0).Store(uint64(len(value)))
+	shm.Store(s.scratch[8:], value)
+	s.hdr.intent.Store(uint64(c) + 1)
+	beginChange(s)
+	m.applyRedo(s, e)
+	endChange(s)
+	s.hdr.intent.Store(0)
+}
+
+// applyRedo copies the scratch value into entry e.
+func (m *Map) applyRedo(s *segment, e entry) {
+	n := int(shm.U64(s.scratch, 0).Load())
+	shm.U32(s.area, e.off+4).Store(uint32(n))
+	shm.Store(s.area[e.valOff():], s.scratch[8:8+n])
+	if pad8(n) < pad8(e.valLen) {
+		shm.Zero(s.area[e.valOff()+pad8(n) : e.valOff()+pad8(e.valLen)])
+	}
+}
+
+// Delete removes key and reports whether it was there.
+func (m *Map) Delete(key []byte) (bool, error) {
+	if len(key) > int(m.hdr.MaxKey) {
+		return false, nil
+	}
+	if err := m.enterWrite(); err != nil {
+		return false, err
+	}
+	defer m.exitWrite()
+	h := m.hash(key)
+	s := &m.segs[h.seg]
+	if err := m.lock(s); err != nil {
+		return false, err
+	}
+	defer s.hdr.lock.Unlock()
+	pos, w, e, found, bad := m.find(s, key, h)
+	if !found {
+		if bad {
+			return false, m.corrupt(s, "a lookup met an entry outside the segment")
+		}
+		return false, nil
+	}
+	m.deleteLocked(s, pos, w, e)
+	return true, nil
+}
+
+// deleteLocked removes the entry e at slot pos. A pinned entry (value
+// handles may point at it) is only detached: lookups skip it and its
+// space stays taken, so a stale handle can never write into another key's
+// value. Detached space is reclaimed by the next process that opens the
+// map while no other process has it open.
+func (m *Map) deleteLocked(s *segment, pos uint32, w uint64, e entry) {
+	beginChange(s)
+	if w&slotPinned != 0 {
+		s.slots[pos].Store(w | slotDetached)
+		s.hdr.detached.Add(1)
+	} else {
+		n := m.chunksFor(e.keyLen, e.valLen)
+		removeSlot(sharedSlots(s.slots), pos)
+		m.freeLocked(s, slotChunk(w), n)
+		s.hdr.usedChunks.Add(^uint64(n - 1))
+	}
+	s.hdr.count.Add(^uint64(0))
+	endChange(s)
+}
+
+// removeSlot empties slot i with backward-shift deletion: later slots of
+// the probe cluster move back into the hole when the hole lies between
+// their home and their position. Each move writes the new place before the
+// old one is overwritten, so a crash at any point leaves every entry
+// reachable, at worst twice (repairLocked removes the duplicate).
+func removeSlot(slots slotTable, i uint32) {
+	n := slots.Len()
+	hole := i
+	for k := next(i, n); ; k = next(k, n) {
+		w := slots.Load(k)
+		if w == 0 {
+			break
+		}
+		if dist(slotHome(w), k, n) >= dist(hole, k, n) {
+			slots.Store(hole, w)
+			hole = k
+		}
+	}
+	slots.Store(hole, 0)
+}
+
+func next(i, n uint32) uint32 {
+	if i++; i == n {
+		return 0
+	}
+	return i
+}
+
+// dist is how many steps forward from a reach b on a ring of n slots.
+func dist(a, b, n uint32) uint32 {
+	if b >= a {
+		return b - a
+	}
+	return b + n - a
+}
+
+// slotTable is a segment's slots, in the mapping or in a private copy that
+// a check works on.
+type slotTable interface {
+	Load(i uint32) uint64
+	Store(i uint32, w uint64)
+	Len() uint32
+}
+
+type sharedSlots []atomic.Uint64
+
+func (t sharedSlots) Load(i uint32) uint64     { return t[i].Load() }
+func (t sharedSlots) Store(i uint32, w uint64) { t[i].Store(w) }
+func (t sharedSlots) Len() uint32              { return uint32(len(t)) }
+
+type localSlots []uint64
+
+func (t localSlots) Load(i uint32) uint64     { return t[i] }
+func (t localSlots) Store(i uint32, w uint64) { t[i] = w }
+func (t localSlots) Len() uint32              { return uint32(len(t)) }

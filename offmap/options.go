@@ -1,0 +1,211 @@
+package offmap
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"time"
+)
+
+// Options size a new map and say how to open an existing one. When the
+// file exists, zero sizes mean "take the file's"; a non-zero size that
+// differs from the file's is an ErrOptionsMismatch.
+type Options struct {
+	// Entries is how many entries the map must hold. Required to create.
+	Entries int64
+	// AverageKeySize and AverageValueSize, in bytes, size the entry space.
+	// Both are required to create a map.
+	AverageKeySize   int
+	AverageValueSize int
+	// MaxKeySize and MaxValueSize bound single keys and values. Zero picks
+	// max(8 x average, 256); keys are limited to 65535 bytes.
+	MaxKeySize   int
+	MaxValueSize int
+	// Segments is the number of independently locked parts. Zero picks
+	// about one per 1024 entries, at least 16 for small maps.
+	Segments int
+
+	// ReadOnly maps the file read-only. A file this process may not
+	// write is opened read-only even without it. Writes return ErrReadOnly.
+	ReadOnly bool
+	// FileMode is the permission of a new file; zero means 0600.
+	FileMode os.FileMode
+	// LockTimeout bounds the wait for a segment lock held by a live
+	// process (a dead holder is taken over within about a second
+	// whatever this says). Zero means 30 s; negative means no limit.
+	LockTimeout time.Duration
+}
+
+const (
+	maxKeyLimit       = 1<<16 - 1
+	maxValueLimit     = 1 << 30
+	maxSegments       = 1 << 16
+	maxSlotsPerSeg    = 1 << 16
+	maxFileSize       = 1 << 46
+	defaultMaxFloor   = 256
+	defaultLockWait   = 30 * time.Second
+	targetPerSegment  = 1024 // entries per segment in large maps
+	minSmallSegment   = 64   // entries per segment in small maps
+	smallMapSegments  = 16
+	maxLoadFactor     = 0.85 // of a segment's slots at its entry limit
+	spreadSigmas      = 4.5  // headroom for uneven hashing, in std deviations
+	entryHeaderSize   = 8
+	segmentHeaderSize = 64
+	headerSize        = 4096
+)
+
+func (o Options) lockTimeout() time.Duration {
+	switch {
+	case o.LockTimeout == 0:
+		return defaultLockWait
+	case o.LockTimeout < 0:
+		return 0
+	}
+	return o.LockTimeout
+}
+
+func (o Options) fileMode() os.FileMode {
+	if o.FileMode == 0 {
+		return 0o600
+	}
+	return o.FileMode
+}
+
+// entryBytes is the size of an entry: header, key and value, each padded
+// to 8 bytes so that values are 8-byte aligned for atomic handles.
+func entryBytes(keyLen, valLen int) int {
+	return entryHeaderSize + pad8(keyLen) + pad8(valLen)
+}
+
+func pad8(n int) int { return (n + 7) &^ 7 }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+}
+
+// plan computes the layout of a new map file from the options.
+func plan(o Options, seed uint64) (header, error) {
+	var h header
+	switch {
+	case o.Entries <= 0:
+		return h, invalid("Entries must be positive to create a map (got %d)", o.Entries)
+	case o.AverageKeySize <= 0:
+		return h, invalid("AverageKeySize must be positive to create a map (got %d)", o.AverageKeySize)
+	case o.AverageValueSize <= 0:
+		return h, invalid("AverageValueSize must be positive to create a map (got %d)", o.AverageValueSize)
+	case o.MaxKeySize < 0 || o.MaxValueSize < 0 || o.Segments < 0:
+		return h, invalid("sizes must not be negative")
+	}
+	maxKey := o.MaxKeySize
+	if maxKey == 0 {
+		maxKey = min(max(8*o.AverageKeySize, defaultMaxFloor), maxKeyLimit)
+	}
+	maxValue := o.MaxValueSize
+	if maxValue == 0 {
+		maxValue = min(max(8*o.AverageValueSize, defaultMaxFloor), maxValueLimit)
+	}
+	switch {
+	case maxKey > maxKeyLimit:
+		return h, invalid("MaxKeySize %d exceeds %d", maxKey, maxKeyLimit)
+	case maxValue > maxValueLimit:
+		return h, invalid("MaxValueSize %d exceeds %d", maxValue, maxValueLimit)
+	case o.AverageKeySize > maxKey:
+		return h, invalid("AverageKeySize %d exceeds MaxKeySize %d", o.AverageKeySize, maxKey)
+	case o.AverageValueSize > maxValue:
+		return h, invalid("AverageValueSize %d exceeds MaxValueSize %d", o.AverageValueSize, maxValue)
+	}
+
+	avgEntry := entryBytes(o.AverageKeySize, o.AverageValueSize)
+	// Chunks of a power of two such that an average entry spans 4-8 of
+	// them: small enough to waste little, large enough for a small bitmap.
+	chunk := 8
+	for chunk < 4096 && avgEntry >= 8*chunk {
+		chunk *= 2
+	}
+
+	segments := o.Segments
+	if segments == 0 {
+		segments = 1
+		for segments < maxSegments && o.Entries/int64(2*segments) >= targetPerSegment {
+			segments *= 2
+		}
+		if segments < smallMapSegments {
+			segments = int(min(smallMapSegments, max(1, o.Entries/minSmallSegment)))
+		}
+	}
+	if segments > maxSegments {
+		return h, invalid("Segments %d exceeds %d", segments, maxSegments)
+	}
+	perSeg := (o.Entries + int64(segments) - 1) / int64(segments)
+	maxPer := perSeg + int64(math.Ceil(spreadSigmas*math.Sqrt(float64(perSeg)))) + 2
+	slots := int64(math.Ceil(float64(maxPer) / maxLoadFactor))
+	if slots > maxSlotsPerSeg {
+		return h, invalid("%d entries in %d segments need %d slots per segment (limit %d): use more segments",
+			o.Entries, segments, slots, maxSlotsPerSeg)
+	}
+	avgChunks := int64((avgEntry + chunk - 1) / chunk)
+	maxEntryChunks := int64((entryBytes(maxKey, maxValue) + chunk - 1) / chunk)
+	chunks := maxPer*avgChunks + maxEntryChunks
+	if chunks >= 1<<32 {
+		return h, invalid("segments too large: %d chunks (use more segments)", chunks)
+	}
+
+	bitmapOff := pad64(slots * 8)
+	scratchOff := pad64(bitmapOff + (chunks+63)/64*8)
+	areaOff := pad64(scratchOff + 8 + int64(pad8(maxValue)))
+	stride := pad64(areaOff + chunks*int64(chunk))
+	segHeaders := int64(headerSize)
+	segmentsOff := pad64(segHeaders + int64(segments)*segmentHeaderSize)
+	fileSize := segmentsOff + int64(segments)*stride
+	if fileSize > maxFileSize || stride > maxFileSize/int64(segments) {
+		return h, invalid("a map of %d entries of %d bytes needs more than %d bytes", o.Entries, avgEntry, int64(maxFileSize))
+	}
+
+	h = header{
+		Version:          formatVersion,
+		HeaderSize:       headerSize,
+		FileSize:         uint64(fileSize),
+		Seed:             seed,
+		Entries:          uint64(o.Entries),
+		AvgKey:           uint32(o.AverageKeySize),
+		AvgValue:         uint32(o.AverageValueSize),
+		MaxKey:           uint32(maxKey),
+		MaxValue:         uint32(maxValue),
+		Segments:         uint32(segments),
+		ChunkSize:        uint32(chunk),
+		SlotsPerSegment:  uint32(slots),
+		MaxPerSegment:    uint32(maxPer),
+		ChunksPerSegment: uint64(chunks),
+		SegHeadersOff:    uint64(segHeaders),
+		SegmentsOff:      uint64(segmentsOff),
+		SegmentStride:    uint64(stride),
+		BitmapOff:        uint64(bitmapOff),
+		ScratchOff:       uint64(scratchOff),
+		AreaOff:          uint64(areaOff),
+		Created:          time.Now().UnixNano(),
+	}
+	return h, nil
+}
+
+func pad64(n int64) int64 { return (n + 63) &^ 63 }
+
+// checkAgainst reports options that conflict with an existing file.
+func (o Options) checkAgainst(h *header) error {
+	type pair struct {
+		name      string
+		opt, file int64
+	}
+	for _, p := range []pair{
+		{"Entries", o.Entries, int64(h.Entries)},
+		{"AverageKeySize", int64(o.AverageKeySize), int64(h.AvgKey)},
+		{"AverageValueSize", int64(o.AverageValueSize), int64(h.AvgValue)},
+		{"MaxKeySize", int64(o.MaxKeySize), int64(h.MaxKey)},
+		{"MaxValueSize", int64(o.MaxValueSize), int64(h.MaxValue)},
+		{"Segments", int64(o.Segments), int64(h.Segments)},
+	} {
+		if p.opt != 0 && p.opt != p.file {
+			return fmt.Errorf("%w: %s is %d in the options but %d in the file", ErrOptionsMismatch, p.name, p.opt, p.file)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package offmap
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Readers take no lock. They read a segment's version, do their lookup and
+// copy, and read the version again: if it is odd or has changed, a writer
+// was at work and they retry. Every offset read on the way is bounds-checked,
+// so a torn read can at worst fail a check and retry.
+
+// readTries is how many optimistic attempts a reader makes before it
+// waits for the writer instead of spinning.
+const readTries = 64
+
+// staleAfter is how long a read-only reader waits for a writer before it
+// checks whether the writer died.
+const staleAfter = 100 * time.Millisecond
+
+// readStep waits before a retry of an optimistic read. After the first
+// attempts it takes the segment lock and releases it: that waits for the
+// writer and, if the writer is dead, repairs the segment. A read-only
+// process cannot lock; it reports quiescent=true once the writer is known
+// to be dead, and reads the segment as the writer left it.
+func (m *Map) readStep(s *segment, try int, since *time.Time) (quiescent bool, err error) {
+	if try < readTries {
+		if try > readTries/2 {
+			shm.Yield()
+		}
+		return false, nil
+	}
+	if !m.readOnly {
+		if err := m.lock(s); err != nil {
+			return false, err
+		}
+		s.hdr.lock.Unlock()
+		return false, nil
+	}
+	if since.IsZero() {
+		*since = time.Now()
+	}
+	if time.Since(*since) < staleAfter {
+		time.Sleep(time.Millisecond)
+		return false, nil
+	}
+	owner := s.hdr.lock.Owner()
+	if owner == 0 || !shm.Alive(owner) {
+		return true, nil
+	}
+	*since = time.Now()
+	return false, nil
+}
+
+func putWord(b []byte, w uint64) { binary.LittleEndian.PutUint64(b, w) }
+
+// readValue runs an optimistic lookup of key and appends its value to dst.
+func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
+	if m.closed.Load() {
+		return dst, false, ErrClosed
+	}
+	if len(key) > int(m.hdr.MaxKey) {
+		return dst, false, nil
+	}
+	h := m.hash(key)
+	s := &m.segs[h.seg]
+	base := len(dst)
+	var since time.Time
+	quiescent := false
+	for try := 0; ; try++ {
+		v := s.hdr.version.Load()
+		if v&1 != 0 && !quiescent {
+			q, err := m.readStep(s, try, &since)
+			if err != nil {
+				return dst[:base], false, err
+			}
+			quiescent = q
+			continue
+		}
+		_, w, e, found, bad := m.find(s, key, h)
+		out := dst[:base]
+		if found && wantValue {
+			if in := s.hdr.intent.Load(); quiescent && in == uint64(slotChunk(w))+1 {
+				out = m.scratchValue(out, s, e)
+			} else {
+				out = loadValue(out, s, e)
+			}
+		}
+		if quiescent || s.hdr.version.Load() == v {
+			if m.closed.Load() {
+				return dst[:base], false, ErrClosed
+			}
+			if bad && !found {
+				return dst[:base], false, m.corrupt(s, "a lookup met an entry outside the segment")
+			}
+			return out, found, nil
+		}
+		q, err := m.readStep(s, try, &since)
+		if err != nil {
+			return dst[:base], false, err
+		}
+		quiescent = q
+	}
+}
+
+// scratchValue appends the value a dead writer was copying into e from the
+// redo record: what the entry holds once the redo is applied.
+func (m *Map) scratchValue(dst []byte, s *segment, e entry) []byte {
+	n := int(shm.U64(s.scratch, 0).Load())
+	if n > int(m.hdr.MaxValue) || m.chunksFor(e.keyLen, n) > m.chunksFor(e.keyLen, e.valLen) {
+		return loadValue(dst, s, e)
+	}
+	base := len(dst)
+	dst = append(dst, make([]byte, n)...)
+	shm.Load(dst[base:], s.scratch[8:])
+	return dst
+}

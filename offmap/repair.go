@@ -1,0 +1,344 @@
+package offmap
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// A segment's truth is its slots: each is written with one atomic store,
+// so a process that dies at any instant leaves every slot either old or
+// new. Everything else is derived from them (counts, the chunk bitmap) or
+// is a redo record. Repair therefore:
+//
+//  1. replays an interrupted in-place value update from the redo record;
+//  2. drops slots whose entry is invalid (outside the segment, or whose
+//     key does not hash to the slot): only damage, never a crash, does this;
+//  3. removes the second reference to an entry (a crash in the middle of a
+//     backward-shift delete leaves one);
+//  4. drops entries that overlap an earlier one (damage);
+//  5. moves entries that a hole cut off from their home back into reach;
+//  6. rebuilds counts and the bitmap, freeing chunks of half-done inserts.
+//
+// Each step is itself a sequence of single-slot atomic stores that writes
+// an entry's new place before clearing its old one, so a repair killed
+// half way is finished by the next one. Check runs the same steps on a
+// private copy and reports instead of fixing.
+
+// scanSegment checks segment s, whose slots are t (the shared slots when
+// fix is true, a private copy otherwise), and returns what it found.
+func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
+	var problems []string
+	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	idx := m.segIndex(s)
+	n := t.Len()
+
+	if in := s.hdr.intent.Load(); in != 0 {
+		report("an in-place value update was interrupted (redo record for chunk %d)", in-1)
+		if fix {
+			m.replayRedo(s, t, uint32(in-1))
+			s.hdr.intent.Store(0)
+		}
+	}
+
+	for i := range n {
+		w := t.Load(i)
+		if w == 0 {
+			continue
+		}
+		if why := m.invalidSlot(s, idx, w); why != "" {
+			report("slot %d: %s; entry dropped", i, why)
+			t.Store(i, 0)
+		}
+	}
+
+	owner := make(map[uint32]uint32)
+	for i := range n {
+		w := t.Load(i)
+		if w == 0 {
+			continue
+		}
+		c := slotChunk(w)
+		j, dup := owner[c]
+		if !dup {
+			owner[c] = i
+			continue
+		}
+		// Keep the copy nearer its home: a backward shift moves entries
+		// toward their home, so that one is the newer.
+		drop, keep := i, j
+		if dist(slotHome(w), i, n) < dist(slotHome(w), j, n) {
+			drop, keep = j, i
+		}
+		report("slots %d and %d both reference chunk %d (a delete was interrupted)", keep, drop, c)
+		t.Store(drop, 0)
+		owner[c] = keep
+	}
+
+	used := make([]uint64, len(s.bitmap))
+	for i := range n {
+		w := t.Load(i)
+		if w == 0 {
+			continue
+		}
+		e, _ := m.entryAt(s, slotChunk(w))
+		k := m.chunksFor(e.keyLen, e.valLen)
+		if !runIsClear(used, int(slotChunk(w)), k) {
+			report("slot %d: entry at chunk %d overlaps another entry; entry dropped", i, slotChunk(w))
+			t.Store(i, 0)
+			continue
+		}
+		setRun(used, int(slotChunk(w)), k)
+	}
+
+	for moved := true; moved; {
+		moved = false
+		for i := range n {
+			w := t.Load(i)
+			if w == 0 {
+				continue
+			}
+			for j := slotHome(w); j != i; j = next(j, n) {
+				if t.Load(j) == 0 {
+					report("slot %d: entry cut off from its home slot %d; moved to slot %d", i, slotHome(w), j)
+					t.Store(j, w)
+					t.Store(i, 0)
+					moved = true
+					break
+				}
+			}
+		}
+	}
+
+	var count, detached, chunks uint64
+	for i := range n {
+		w := t.Load(i)
+		if w == 0 {
+			continue
+		}
+		if w&slotDetached != 0 {
+			detached++
+		} else {
+			count++
+		}
+	}
+	for _, x := range used {
+		chunks += uint64(popcount(x))
+	}
+	if got := s.hdr.count.Load(); got != count {
+		report("entry count says %d, slots hold %d", got, count)
+	}
+	if got := s.hdr.detached.Load(); got != detached {
+		report("detached count says %d, slots hold %d", got, detached)
+	}
+	if got := s.hdr.usedChunks.Load(); got != chunks {
+		report("used chunk count says %d, entries take %d", got, chunks)
+	}
+	leaked, unmarked := 0, 0
+	for k := range used {
+		leaked += popcount(s.bitmap[k] &^ used[k])
+		unmarked += popcount(used[k] &^ s.bitmap[k])
+	}
+	if leaked > 0 {
+		report("%d chunks marked used belong to no entry (an insert was interrupted)", leaked)
+	}
+	if unmarked > 0 {
+		report("%d chunks of live entries are marked free", unmarked)
+	}
+	if fix {
+		copy(s.bitmap, used)
+		s.hdr.count.Store(count)
+		s.hdr.detached.Store(detached)
+		s.hdr.usedChunks.Store(chunks)
+		s.hdr.allocHint.Store(0)
+	}
+	for i := range problems {
+		problems[i] = fmt.Sprintf("segment %d: %s", idx, problems[i])
+	}
+	return problems
+}
+
+// invalidSlot returns why slot word w cannot be a valid entry of segment
+// idx, or "".
+func (m *Map) invalidSlot(s *segment, idx int, w uint64) string {
+	if w&slotUsed == 0 {
+		return fmt.Sprintf("bad slot word %#x", w)
+	}
+	if slotHome(w) >= m.hdr.SlotsPerSegment {
+		return fmt.Sprintf("home slot %d out of range", slotHome(w))
+	}
+	e, ok := m.entryAt(s, slotChunk(w))
+	if !ok {
+		return fmt.Sprintf("entry at chunk %d is outside the segment or over the size limits", slotChunk(w))
+	}
+	key := make([]byte, e.keyLen)
+	shm.Load(key, s.area[e.keyOff():])
+	h := m.hash(key)
+	if int(h.seg) != idx || w&(slotMatch&^slotDetached) != h.match {
+		return fmt.Sprintf("key at chunk %d does not hash to this slot", slotChunk(w))
+	}
+	return ""
+}
+
+// replayRedo finishes an interrupted in-place update of the entry at
+// chunk c, if a slot references it and the record is sane.
+func (m *Map) replayRedo(s *segment, t slotTable, c uint32) {
+	e, ok := m.entryAt(s, c)
+	if !ok {
+		return
+	}
+	referenced := false
+	for i := range t.Len() {
+		if w := t.Load(i); w != 0 && slotChunk(w) == c {
+			referenced = true
+		}
+	}
+	n := int(shm.U64(s.scratch, 0).Load())
+	// The header holds the old length or, if the copy had begun, the new
+	// one: either way the new value fits the entry's chunks.
+	if !referenced || n > int(m.hdr.MaxValue) || m.chunksFor(e.keyLen, n) > m.chunksFor(e.keyLen, e.valLen) {
+		return
+	}
+	m.applyRedo(s, e)
+}
+
+// repairLocked repairs segment s after its lock was taken over from a dead
+// holder. The version stays odd while it works, so readers wait.
+func (m *Map) repairLocked(s *segment) []string {
+	if s.hdr.version.Load()&1 == 0 {
+		beginChange(s)
+	}
+	problems := m.scanSegment(s, sharedSlots(s.slots), true)
+	s.hdr.lock.ResetSleepers()
+	endChange(s)
+	return problems
+}
+
+// recoverAlone runs when this process opened the map while no other
+// process had it open: every held lock belongs to a dead process, and no
+// value handle anywhere points into detached entries, so their space can
+// be reclaimed.
+func (m *Map) recoverAlone() {
+	for i := range m.segs {
+		s := &m.segs[i]
+		h := s.hdr
+		if h.lock.Owner() == 0 && h.version.Load()&1 == 0 && h.intent.Load() == 0 && h.detached.Load() == 0 {
+			continue
+		}
+		owner := h.lock.Owner()
+		if owner != 0 {
+			h.lock.ForceUnlock(owner)
+		}
+		if !h.lock.TryLock(m.self) {
+			continue
+		}
+		m.repairLocked(s)
+		if h.detached.Load() != 0 {
+			beginChange(s)
+			m.reclaimDetachedLocked(s)
+			endChange(s)
+		}
+		h.lock.Unlock()
+	}
+}
+
+// reclaimDetachedLocked frees the entries deleted while pinned.
+func (m *Map) reclaimDetachedLocked(s *segment) {
+	t := sharedSlots(s.slots)
+	for i := uint32(0); i < t.Len(); {
+		w := t.Load(i)
+		if w == 0 || w&slotDetached == 0 {
+			i++
+			continue
+		}
+		e, _ := m.entryAt(s, slotChunk(w))
+		k := m.chunksFor(e.keyLen, e.valLen)
+		removeSlot(t, i) // may move a later entry into i: look at i again
+		m.freeLocked(s, slotChunk(w), k)
+		s.hdr.usedChunks.Add(^uint64(k - 1))
+		s.hdr.detached.Add(^uint64(0))
+	}
+}
+
+// CheckError lists what Check found wrong.
+type CheckError struct {
+	Path     string
+	Problems []string
+}
+
+func (e *CheckError) Error() string {
+	return fmt.Sprintf("offmap: %s: %d problems:\n  %s", e.Path, len(e.Problems), strings.Join(e.Problems, "\n  "))
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CheckError) Unwrap() error { return ErrCorrupt }
+
+// Check verifies the whole map: every entry is inside its segment, hashes
+// to its slot and is reachable from it; no two entries share space; no
+// chunk is leaked; the counts agree; no lock is held by a dead process
+// and no update was left half done. It returns nil when the map is sound,
+// or a *CheckError listing each problem. Each segment is checked with its
+// lock held (read-only maps: between two equal versions), so Check may
+// run while other processes use the map.
+func (m *Map) Check() error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	var problems []string
+	for i := range m.segs {
+		p, err := m.checkSegment(&m.segs[i])
+		if err != nil {
+			return err
+		}
+		problems = append(problems, p...)
+	}
+	if len(problems) > 0 {
+		return &CheckError{Path: m.path, Problems: problems}
+	}
+	return nil
+}
+
+func (m *Map) checkSegment(s *segment) ([]string, error) {
+	idx := m.segIndex(s)
+	if owner := s.hdr.lock.Owner(); owner != 0 && !shm.Alive(owner) {
+		// Do not take the lock over: report what the dead holder left.
+		return append([]string{fmt.Sprintf("segment %d: lock held by dead process %d", idx, owner.PID())},
+			m.scanCopy(s)...), nil
+	}
+	if m.readOnly {
+		for try := 0; ; try++ {
+			v := s.hdr.version.Load()
+			p := m.scanCopy(s)
+			if v&1 == 0 && s.hdr.version.Load() == v {
+				return p, nil
+			}
+			if try > 1000 {
+				return append(p, fmt.Sprintf("segment %d: kept changing while checked", idx)), nil
+			}
+			shm.Yield()
+		}
+	}
+	if err := m.lock(s); err != nil {
+		if errors.Is(err, ErrLockTimeout) {
+			return []string{fmt.Sprintf("segment %d: %v", idx, err)}, nil
+		}
+		return nil, err
+	}
+	defer s.hdr.lock.Unlock()
+	var p []string
+	if s.hdr.version.Load()&1 != 0 {
+		p = append(p, fmt.Sprintf("segment %d: version is odd with no writer", idx))
+	}
+	return append(p, m.scanCopy(s)...), nil
+}
+
+// scanCopy runs scanSegment on a private copy of s's slots.
+func (m *Map) scanCopy(s *segment) []string {
+	t := make(localSlots, len(s.slots))
+	for i := range s.slots {
+		t[i] = s.slots[i].Load()
+	}
+	return m.scanSegment(s, t, false)
+}

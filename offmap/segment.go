@@ -1,0 +1,212 @@
+package offmap
+
+import (
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// segmentHeader is the shared state of one segment, 64 bytes, in the
+// segment header array. Part of the format.
+//
+//	off  field
+//	  0  lock        shm.Mutex (16 bytes): owner token, futex word, sleepers
+//	 16  version     seqlock counter; odd while a writer changes the segment
+//	 24  count       live entries
+//	 32  detached    entries deleted while value handles pinned them
+//	 40  usedChunks  chunks taken by live and detached entries
+//	 48  intent      redo record: 0, or 1 + the chunk of the entry whose
+//	                 value is being rewritten in place from the scratch area
+//	 56  allocHint   chunk where the next allocation search starts
+//
+// count, detached, usedChunks and the bitmap are derived from the slots;
+// a repair recomputes them.
+type segmentHeader struct {
+	lock       shm.Mutex
+	version    atomic.Uint64
+	count      atomic.Uint64
+	detached   atomic.Uint64
+	usedChunks atomic.Uint64
+	intent     atomic.Uint64
+	allocHint  atomic.Uint64
+}
+
+// Slot bits. A slot is 0 when empty. Part of the format.
+//
+//	bits  0-31  chunk of the entry in the segment's entry space
+//	bits 32-47  home: the slot the key hashes to (linear probing start)
+//	bits 48-60  tag: 13 more bits of the key's hash
+//	bit     61  pinned: value handles may point at the value; its size is fixed
+//	bit     62  detached: deleted while pinned; lookups skip it, space kept
+//	bit     63  used
+const (
+	slotChunkMask = 1<<32 - 1
+	slotHomeShift = 32
+	slotHomeMask  = (1<<16 - 1) << slotHomeShift
+	slotTagShift  = 48
+	slotTagMask   = (1<<13 - 1) << slotTagShift
+	slotPinned    = 1 << 61
+	slotDetached  = 1 << 62
+	slotUsed      = 1 << 63
+	// slotMatch selects the bits a lookup compares: a live slot with the
+	// key's home and tag.
+	slotMatch = slotUsed | slotDetached | slotHomeMask | slotTagMask
+)
+
+func slotChunk(w uint64) uint32 { return uint32(w & slotChunkMask) }
+func slotHome(w uint64) uint32  { return uint32((w & slotHomeMask) >> slotHomeShift) }
+
+// keyHash is where a key lives: its segment, and the slot word a live
+// entry of it has in the match bits.
+type keyHash struct {
+	seg   uint32
+	home  uint32
+	match uint64
+}
+
+func (m *Map) hash(key []byte) keyHash {
+	var d xxhash.Digest
+	d.ResetWithSeed(m.hdr.Seed)
+	d.Write(key)
+	return m.split(d.Sum64())
+}
+
+// split derives segment, home slot and tag from independent parts of the
+// 64-bit hash (multiply-shift maps a 32-bit part onto [0, n)).
+func (m *Map) split(h uint64) keyHash {
+	seg := uint32(uint64(uint32(h>>32)) * uint64(m.hdr.Segments) >> 32)
+	home := uint32(uint64(uint32(h)) * uint64(m.hdr.SlotsPerSegment) >> 32)
+	tag := (h * 0x9E3779B97F4A7C15) >> 51
+	return keyHash{seg: seg, home: home, match: slotUsed | uint64(home)<<slotHomeShift | tag<<slotTagShift}
+}
+
+// segment is this process's view of one segment's memory.
+type segment struct {
+	hdr     *segmentHeader
+	slots   []atomic.Uint64
+	bitmap  []uint64 // only touched with the lock held
+	scratch []byte
+	area    []byte
+	// buf is scratch memory of this process for Update; the segment lock
+	// serialises its users.
+	buf []byte
+}
+
+func (m *Map) initSegments() {
+	h := &m.hdr
+	m.segs = make([]segment, h.Segments)
+	for i := range m.segs {
+		base := int(h.SegmentsOff + uint64(i)*h.SegmentStride)
+		s := &m.segs[i]
+		s.hdr = shm.Overlay[segmentHeader](m.mem, int(h.SegHeadersOff)+i*segmentHeaderSize)
+		s.slots = shm.U64s(m.mem, base, int(h.SlotsPerSegment))
+		s.bitmap = shm.Words(m.mem, base+int(h.BitmapOff), int((h.ChunksPerSegment+63)/64))
+		s.scratch = m.mem[base+int(h.ScratchOff) : base+int(h.AreaOff)]
+		s.area = m.mem[base+int(h.AreaOff) : base+int(h.AreaOff)+int(h.ChunksPerSegment)*int(h.ChunkSize)]
+	}
+}
+
+// entry is the location of an entry in a segment's entry space, checked
+// against the segment's bounds.
+//
+// Entry layout (part of the format), at chunk*ChunkSize in the entry space:
+//
+//	off  size           field
+//	  0  4              key length
+//	  4  4              value length
+//	  8  pad8(keyLen)   key, zero padded
+//	  .  pad8(valueLen) value, 8-byte aligned, zero padded
+type entry struct {
+	off    int // of the header in the segment's area
+	keyLen int
+	valLen int
+}
+
+func (e entry) keyOff() int { return e.off + entryHeaderSize }
+func (e entry) valOff() int { return e.off + entryHeaderSize + pad8(e.keyLen) }
+func (e entry) size() int   { return entryBytes(e.keyLen, e.valLen) }
+
+// entryAt reads the entry at chunk c. It returns ok=false when anything in
+// it lies outside the segment or over the map's limits: a torn read of a
+// concurrent change, or a damaged file.
+func (m *Map) entryAt(s *segment, c uint32) (entry, bool) {
+	off := int(c) << m.chunkShift
+	if c >= uint32(m.hdr.ChunksPerSegment) || off+entryHeaderSize > len(s.area) {
+		return entry{}, false
+	}
+	e := entry{
+		off:    off,
+		keyLen: int(shm.U32(s.area, off).Load()),
+		valLen: int(shm.U32(s.area, off+4).Load()),
+	}
+	if e.keyLen > int(m.hdr.MaxKey) || e.valLen > int(m.hdr.MaxValue) || e.off+e.size() > len(s.area) {
+		return entry{}, false
+	}
+	return e, true
+}
+
+func (m *Map) chunksFor(keyLen, valLen int) int {
+	return (entryBytes(keyLen, valLen) + int(m.hdr.ChunkSize) - 1) >> m.chunkShift
+}
+
+// find looks key up in s. It returns the slot index and word of the live
+// entry (found), or the first empty slot of the probe sequence (where an
+// insert goes). bad reports bytes outside the segment's bounds, or a table
+// without an empty slot: under a seqlock a torn read, otherwise damage.
+func (m *Map) find(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e entry, found, bad bool) {
+	n := uint32(len(s.slots))
+	i := h.home
+	for range n {
+		w = s.slots[i].Load()
+		if w == 0 {
+			return i, 0, entry{}, false, bad
+		}
+		if w&slotMatch == h.match {
+			var ok bool
+			e, ok = m.entryAt(s, slotChunk(w))
+			if !ok {
+				bad = true
+			} else if e.keyLen == len(key) && shm.Equal(s.area[e.keyOff():], key) {
+				return i, w, e, true, false
+			}
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+	return 0, 0, entry{}, false, true
+}
+
+// writeEntry stores key and value as a new entry at chunk c.
+func (m *Map) writeEntry(s *segment, c uint32, key, value []byte) entry {
+	e := entry{off: int(c) << m.chunkShift, keyLen: len(key), valLen: len(value)}
+	shm.U32(s.area, e.off).Store(uint32(len(key)))
+	shm.U32(s.area, e.off+4).Store(uint32(len(value)))
+	shm.Store(s.area[e.keyOff():], key)
+	shm.Store(s.area[e.valOff():], value)
+	return e
+}
+
+// loadValue appends e's value to dst. Values of up to 8 bytes are read
+// with one atomic load, so that a value handle's concurrent store is seen
+// whole.
+func loadValue(dst []byte, s *segment, e entry) []byte {
+	n := len(dst)
+	if cap(dst)-n < e.valLen {
+		dst = append(dst[:n:n], make([]byte, e.valLen)...)
+	} else {
+		dst = dst[:n+e.valLen]
+	}
+	if e.valLen <= 8 {
+		var w [8]byte
+		putWord(w[:], shm.U64(s.area, e.valOff()).Load())
+		copy(dst[n:], w[:e.valLen])
+	} else {
+		shm.Load(dst[n:], s.area[e.valOff():])
+	}
+	return dst
+}
+
+// loadKey copies e's key into dst (len(dst) == e.keyLen).
+func loadKey(dst []byte, s *segment, e entry) { shm.Load(dst, s.area[e.keyOff():]) }

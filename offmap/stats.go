@@ -1,0 +1,84 @@
+package offmap
+
+import (
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Stats describes a map's layout and fill.
+type Stats struct {
+	Path             string
+	FormatVersion    int
+	FileSize         int64
+	Created          time.Time
+	Capacity         int64 // Entries the map was created for
+	Len              int64 // live entries
+	Detached         int64 // entries deleted while value handles pinned them
+	AverageKeySize   int
+	AverageValueSize int
+	MaxKeySize       int
+	MaxValueSize     int
+	Segments         int
+	SlotsPerSegment  int
+	MaxPerSegment    int // entries one segment can hold
+	ChunkSize        int
+	ChunksPerSegment int
+	EntrySpace       int64 // bytes of entry space in all segments
+	BytesUsed        int64 // bytes of entry space taken
+	ReadOnly         bool
+	PerSegment       []SegmentStats
+}
+
+// SegmentStats describes one segment.
+type SegmentStats struct {
+	Entries    int
+	Detached   int
+	BytesUsed  int64
+	LockHolder int  // pid holding the segment lock, or 0
+	HolderDead bool // the holder is gone: the next writer takes over
+}
+
+// Stats returns the map's layout and current fill.
+func (m *Map) Stats() Stats {
+	h := &m.hdr
+	st := Stats{
+		Path:             m.path,
+		FormatVersion:    int(h.Version),
+		FileSize:         int64(h.FileSize),
+		Created:          time.Unix(0, h.Created),
+		Capacity:         int64(h.Entries),
+		AverageKeySize:   int(h.AvgKey),
+		AverageValueSize: int(h.AvgValue),
+		MaxKeySize:       int(h.MaxKey),
+		MaxValueSize:     int(h.MaxValue),
+		Segments:         int(h.Segments),
+		SlotsPerSegment:  int(h.SlotsPerSegment),
+		MaxPerSegment:    int(h.MaxPerSegment),
+		ChunkSize:        int(h.ChunkSize),
+		ChunksPerSegment: int(h.ChunksPerSegment),
+		EntrySpace:       int64(h.Segments) * int64(h.ChunksPerSegment) * int64(h.ChunkSize),
+		ReadOnly:         m.readOnly,
+	}
+	if m.closed.Load() {
+		return st
+	}
+	st.PerSegment = make([]SegmentStats, len(m.segs))
+	for i := range m.segs {
+		sh := m.segs[i].hdr
+		ss := SegmentStats{
+			Entries:   int(sh.count.Load()),
+			Detached:  int(sh.detached.Load()),
+			BytesUsed: int64(sh.usedChunks.Load()) << m.chunkShift,
+		}
+		if owner := sh.lock.Owner(); owner != 0 {
+			ss.LockHolder = owner.PID()
+			ss.HolderDead = !shm.Alive(owner)
+		}
+		st.PerSegment[i] = ss
+		st.Len += int64(ss.Entries)
+		st.Detached += int64(ss.Detached)
+		st.BytesUsed += ss.BytesUsed
+	}
+	return st
+}
