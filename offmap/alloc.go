@@ -10,9 +10,9 @@ import "math/bits"
 // marks them used and returns the first.
 func (m *Map) allocLocked(s *segment, n int) (uint32, bool) {
 	total := int(m.hdr.ChunksPerSegment)
-	hint := int(s.hdr.allocHint.Load())
-	if hint >= total {
-		hint = 0
+	hint := 0
+	if h := s.hdr.allocHint.Load(); h < uint64(total) {
+		hint = int(h)
 	}
 	c, ok := findRun(s.bitmap, hint, total, n)
 	if !ok {

@@ -27,7 +27,8 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 	}
 	defer m.exitWrite()
 	h := m.hash(key)
-	s := &m.segs[h.seg]
+	sv := m.segment(h.seg)
+	s := &sv
 	if err := m.lock(s); err != nil {
 		return nil, err
 	}
@@ -48,6 +49,7 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 			return nil, err
 		}
 	}
+	m.handlesIssued.Store(true)
 	return s.area[e.valOff() : e.valOff()+size], nil
 }
 

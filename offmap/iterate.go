@@ -13,9 +13,10 @@ import (
 func (m *Map) Range(fn func(key, value []byte) bool) error {
 	var buf []byte
 	var spans []int
-	for i := range m.segs {
+	for i := range m.hdr.Segments {
 		var err error
-		buf, spans, err = m.snapshot(&m.segs[i], buf[:0], spans[:0])
+		s := m.segment(i)
+		buf, spans, err = m.snapshot(&s, buf[:0], spans[:0])
 		if err != nil {
 			return err
 		}

@@ -24,12 +24,18 @@ type Map struct {
 	mapping    *shm.Mapping
 	mem        []byte
 	hdr        header
-	segs       []segment
+	// bufs holds, per segment, this process's scratch memory for Update;
+	// the segment lock serialises its users.
+	bufs       [][]byte
 	chunkShift uint
 	readOnly   bool
 	self       shm.Token
 	timeout    time.Duration
 	guard      *values.Guard
+
+	// openRepairs lists what Open repaired when it found itself alone.
+	openRepairs   []string
+	handlesIssued atomic.Bool
 
 	closed  atomic.Bool
 	writers atomic.Int64 // write operations in flight; Close waits for them
@@ -149,7 +155,7 @@ func newMap(path string, h header, mem []byte, readOnly bool, opts Options) *Map
 		timeout:    opts.lockTimeout(),
 		guard:      values.NewGuard("its map " + path),
 	}
-	m.initSegments()
+	m.bufs = make([][]byte, h.Segments)
 	return m
 }
 
@@ -234,21 +240,14 @@ func (m *Map) exitWrite() { m.writers.Add(-1) }
 func (m *Map) lock(s *segment) error {
 	tookOver, err := s.hdr.lock.Lock(m.self, m.timeout)
 	if err != nil {
-		return fmt.Errorf("offmap: %s: segment %d: %w", m.path, m.segIndex(s), err)
+		return fmt.Errorf("offmap: %s: segment %d: %w", m.path, s.idx, err)
 	}
-	if tookOver {
+	// A free lock over an odd version or a pending redo record is left by
+	// no crash, only by damage: repair it like a dead holder's.
+	if tookOver || s.hdr.version.Load()&1 != 0 || s.hdr.intent.Load() != 0 {
 		m.repairLocked(s)
 	}
 	return nil
-}
-
-func (m *Map) segIndex(s *segment) int {
-	for i := range m.segs {
-		if &m.segs[i] == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // Writers bump the segment version to odd before their first change and

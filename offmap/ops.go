@@ -39,8 +39,8 @@ func (m *Map) Len() int {
 		return 0
 	}
 	n := 0
-	for i := range m.segs {
-		n += int(m.segs[i].hdr.count.Load())
+	for i := range m.hdr.Segments {
+		n += int(m.segment(i).hdr.count.Load())
 	}
 	return n
 }
@@ -56,7 +56,7 @@ func (m *Map) checkSizes(key, value []byte) error {
 }
 
 func (m *Map) corrupt(s *segment, what string) error {
-	return fmt.Errorf("%w: %s: segment %d: %s (run offmap recover)", ErrCorrupt, m.path, m.segIndex(s), what)
+	return fmt.Errorf("%w: %s: segment %d: %s (run offmap recover)", ErrCorrupt, m.path, s.idx, what)
 }
 
 // Put sets key's value, inserting the key if it is absent. It returns
@@ -71,7 +71,8 @@ func (m *Map) Put(key, value []byte) error {
 	}
 	defer m.exitWrite()
 	h := m.hash(key)
-	s := &m.segs[h.seg]
+	sv := m.segment(h.seg)
+	s := &sv
 	if err := m.lock(s); err != nil {
 		return err
 	}
@@ -96,16 +97,19 @@ func (m *Map) putLocked(s *segment, key, value []byte, h keyHash) error {
 func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte, flags uint64) (entry, error) {
 	if s.hdr.count.Load()+s.hdr.detached.Load() >= uint64(m.hdr.MaxPerSegment) {
 		return entry{}, fmt.Errorf("%w: %s: segment %d holds its maximum of %d entries (map sized for %d)",
-			ErrFull, m.path, m.segIndex(s), m.hdr.MaxPerSegment, m.hdr.Entries)
+			ErrFull, m.path, s.idx, m.hdr.MaxPerSegment, m.hdr.Entries)
 	}
 	n := m.chunksFor(len(key), len(value))
 	c, ok := m.allocLocked(s, n)
 	if !ok {
 		return entry{}, m.full(s, n)
 	}
+	crash("insert.alloc")
 	beginChange(s)
 	e := m.writeEntry(s, c, key, value)
+	crash("insert.entry")
 	s.slots[pos].Store(h.match | flags | uint64(c))
+	crash("insert.slot")
 	s.hdr.count.Add(1)
 	s.hdr.usedChunks.Add(uint64(n))
 	endChange(s)
@@ -114,7 +118,7 @@ func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte,
 
 func (m *Map) full(s *segment, n int) error {
 	return fmt.Errorf("%w: %s: segment %d has no room for %d more bytes (%d of %d chunks used)",
-		ErrFull, m.path, m.segIndex(s), n<<m.chunkShift, s.hdr.usedChunks.Load(), m.hdr.ChunksPerSegment)
+		ErrFull, m.path, s.idx, n<<m.chunkShift, s.hdr.usedChunks.Load(), m.hdr.ChunksPerSegment)
 }
 
 // updateLocked replaces the value of the entry e at slot pos. A value that
@@ -130,6 +134,8 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 	newN := m.chunksFor(e.keyLen, len(value))
 	c := slotChunk(w)
 	switch {
+	case len(value) == 0 && e.valLen == 0:
+		// Nothing to write: an empty value has no value word.
 	case len(value) == e.valLen && len(value) <= 8:
 		// One aligned word: a single atomic store is all or nothing.
 		beginChange(s)
@@ -152,7 +158,9 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 		shm.U32(s.area, ne.off+4).Store(uint32(len(value)))
 		shm.Store(s.area[ne.keyOff():], s.area[e.keyOff():e.keyOff()+e.keyLen])
 		shm.Store(s.area[ne.valOff():], value)
+		crash("relocate.entry")
 		s.slots[pos].Store(w&^slotChunkMask | uint64(nc))
+		crash("relocate.slot")
 		m.freeLocked(s, c, oldN)
 		s.hdr.usedChunks.Add(uint64(newN - oldN))
 		endChange(s)
@@ -176,26 +184,30 @@ func storeSmall(dst, value []byte) {
 
 // redoInPlace rewrites e's value in place, crash-safely:
 //  1. write the new length and value to the segment's scratch area;
-//  2. intent = 1 + chunk (the redo record is now valid);
-//  3. write value and length into the entry;
-//  4. intent = 0.
+//  2. version odd; intent = 1 + chunk (the redo record is now valid);
+//  3. write length and value into the entry;
+//  4. intent = 0; version even.
 //
 // Whoever takes the lock over from a process that died between 2 and 4
-// replays step 3 from the scratch area (repairLocked).
+// replays step 3 from the scratch area (repairLocked); a read-only reader
+// that finds the writer dead reads the scratch value instead.
 func (m *Map) redoInPlace(s *segment, c uint32, e entry, value []byte) {
 	shm.U64(s.scratch, 0).Store(uint64(len(value)))
 	shm.Store(s.scratch[8:], value)
-	s.hdr.intent.Store(uint64(c) + 1)
+	crash("redo.scratch")
 	beginChange(s)
-	m.applyRedo(s, e)
-	endChange(s)
+	s.hdr.intent.Store(uint64(c) + 1)
+	crash("redo.intent")
+	m.applyRedo(s, e, len(value))
+	crash("redo.applied")
 	s.hdr.intent.Store(0)
+	endChange(s)
 }
 
-// applyRedo copies the scratch value into entry e.
-func (m *Map) applyRedo(s *segment, e entry) {
-	n := int(shm.U64(s.scratch, 0).Load())
+// applyRedo copies the scratch value, of n bytes, into entry e.
+func (m *Map) applyRedo(s *segment, e entry, n int) {
 	shm.U32(s.area, e.off+4).Store(uint32(n))
+	crash("redo.length")
 	shm.Store(s.area[e.valOff():], s.scratch[8:8+n])
 	if pad8(n) < pad8(e.valLen) {
 		shm.Zero(s.area[e.valOff()+pad8(n) : e.valOff()+pad8(e.valLen)])
@@ -212,7 +224,8 @@ func (m *Map) Delete(key []byte) (bool, error) {
 	}
 	defer m.exitWrite()
 	h := m.hash(key)
-	s := &m.segs[h.seg]
+	sv := m.segment(h.seg)
+	s := &sv
 	if err := m.lock(s); err != nil {
 		return false, err
 	}
@@ -241,6 +254,7 @@ func (m *Map) deleteLocked(s *segment, pos uint32, w uint64, e entry) {
 	} else {
 		n := m.chunksFor(e.keyLen, e.valLen)
 		removeSlot(sharedSlots(s.slots), pos)
+		crash("delete.unlinked")
 		m.freeLocked(s, slotChunk(w), n)
 		s.hdr.usedChunks.Add(^uint64(n - 1))
 	}
@@ -256,13 +270,16 @@ func (m *Map) deleteLocked(s *segment, pos uint32, w uint64, e entry) {
 func removeSlot(slots slotTable, i uint32) {
 	n := slots.Len()
 	hole := i
-	for k := next(i, n); ; k = next(k, n) {
+	k := i
+	for range n - 1 { // bounded: a damaged table may have no empty slot
+		k = next(k, n)
 		w := slots.Load(k)
 		if w == 0 {
 			break
 		}
 		if dist(slotHome(w), k, n) >= dist(hole, k, n) {
 			slots.Store(hole, w)
+			crash("delete.shift")
 			hole = k
 		}
 	}
@@ -303,3 +320,13 @@ type localSlots []uint64
 func (t localSlots) Load(i uint32) uint64     { return t[i] }
 func (t localSlots) Store(i uint32, w uint64) { t[i] = w }
 func (t localSlots) Len() uint32              { return uint32(len(t)) }
+
+// crashPoint, when set by a test, is called at named steps of each write,
+// so that the test can stop the writer there as if its process had died.
+var crashPoint func(step string)
+
+func crash(step string) {
+	if crashPoint != nil {
+		crashPoint(step)
+	}
+}

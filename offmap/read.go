@@ -39,6 +39,11 @@ func (m *Map) readStep(s *segment, try int, since *time.Time) (quiescent bool, e
 		s.hdr.lock.Unlock()
 		return false, nil
 	}
+	// A free lock over an odd version is left by damage, not by a writer.
+	owner := s.hdr.lock.Owner()
+	if owner == 0 {
+		return true, nil
+	}
 	if since.IsZero() {
 		*since = time.Now()
 	}
@@ -46,8 +51,7 @@ func (m *Map) readStep(s *segment, try int, since *time.Time) (quiescent bool, e
 		time.Sleep(time.Millisecond)
 		return false, nil
 	}
-	owner := s.hdr.lock.Owner()
-	if owner == 0 || !shm.Alive(owner) {
+	if !shm.Alive(owner) {
 		return true, nil
 	}
 	*since = time.Now()
@@ -65,7 +69,8 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 		return dst, false, nil
 	}
 	h := m.hash(key)
-	s := &m.segs[h.seg]
+	sv := m.segment(h.seg)
+	s := &sv
 	base := len(dst)
 	var since time.Time
 	quiescent := false
@@ -108,8 +113,8 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 // scratchValue appends the value a dead writer was copying into e from the
 // redo record: what the entry holds once the redo is applied.
 func (m *Map) scratchValue(dst []byte, s *segment, e entry) []byte {
-	n := int(shm.U64(s.scratch, 0).Load())
-	if n > int(m.hdr.MaxValue) || m.chunksFor(e.keyLen, n) > m.chunksFor(e.keyLen, e.valLen) {
+	n := m.scratchLen(s)
+	if n < 0 || m.chunksFor(e.keyLen, n) > m.chunksFor(e.keyLen, e.valLen) {
 		return loadValue(dst, s, e)
 	}
 	base := len(dst)

@@ -32,7 +32,6 @@ import (
 func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 	var problems []string
 	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	idx := m.segIndex(s)
 	n := t.Len()
 
 	if in := s.hdr.intent.Load(); in != 0 {
@@ -48,7 +47,7 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		if w == 0 {
 			continue
 		}
-		if why := m.invalidSlot(s, idx, w); why != "" {
+		if why := m.invalidSlot(s, s.idx, w); why != "" {
 			report("slot %d: %s; entry dropped", i, why)
 			t.Store(i, 0)
 		}
@@ -155,7 +154,7 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		s.hdr.allocHint.Store(0)
 	}
 	for i := range problems {
-		problems[i] = fmt.Sprintf("segment %d: %s", idx, problems[i])
+		problems[i] = fmt.Sprintf("segment %d: %s", s.idx, problems[i])
 	}
 	return problems
 }
@@ -195,13 +194,13 @@ func (m *Map) replayRedo(s *segment, t slotTable, c uint32) {
 			referenced = true
 		}
 	}
-	n := int(shm.U64(s.scratch, 0).Load())
+	n := m.scratchLen(s)
 	// The header holds the old length or, if the copy had begun, the new
 	// one: either way the new value fits the entry's chunks.
-	if !referenced || n > int(m.hdr.MaxValue) || m.chunksFor(e.keyLen, n) > m.chunksFor(e.keyLen, e.valLen) {
+	if !referenced || n < 0 || m.chunksFor(e.keyLen, n) > m.chunksFor(e.keyLen, e.valLen) {
 		return
 	}
-	m.applyRedo(s, e)
+	m.applyRedo(s, e, n)
 }
 
 // repairLocked repairs segment s after its lock was taken over from a dead
@@ -221,8 +220,10 @@ func (m *Map) repairLocked(s *segment) []string {
 // value handle anywhere points into detached entries, so their space can
 // be reclaimed.
 func (m *Map) recoverAlone() {
-	for i := range m.segs {
-		s := &m.segs[i]
+	m.openRepairs = nil
+	for i := range m.hdr.Segments {
+		sv := m.segment(i)
+		s := &sv
 		h := s.hdr
 		if h.lock.Owner() == 0 && h.version.Load()&1 == 0 && h.intent.Load() == 0 && h.detached.Load() == 0 {
 			continue
@@ -234,14 +235,68 @@ func (m *Map) recoverAlone() {
 		if !h.lock.TryLock(m.self) {
 			continue
 		}
-		m.repairLocked(s)
-		if h.detached.Load() != 0 {
+		if owner != 0 {
+			m.openRepairs = append(m.openRepairs, fmt.Sprintf("segment %d: lock held by dead process %d", i, owner.PID()))
+		}
+		m.openRepairs = append(m.openRepairs, m.repairLocked(s)...)
+		if n := h.detached.Load(); n != 0 {
 			beginChange(s)
 			m.reclaimDetachedLocked(s)
 			endChange(s)
+			m.openRepairs = append(m.openRepairs, fmt.Sprintf("segment %d: reclaimed %d detached entries", i, n))
 		}
 		h.lock.Unlock()
 	}
+}
+
+// Recover repairs every segment and returns what it found and fixed, one
+// line per problem. It takes each segment's lock in turn (taking it over
+// from a dead holder), finishes or undoes what a crashed writer left half
+// done, drops entries that damage made unreadable, and rebuilds counts and
+// free-space bitmaps. Unlike Chronicle Map's recovery it is safe while
+// other processes use the map: they wait for one segment at a time.
+//
+// The space of entries deleted while value handles pinned them is
+// reclaimed only when no other process has the map open and this Map has
+// issued no handle.
+func (m *Map) Recover() ([]string, error) {
+	if err := m.enterWrite(); err != nil {
+		return nil, err
+	}
+	defer m.exitWrite()
+	fixed := append([]string(nil), m.openRepairs...)
+	m.openRepairs = nil
+	for i := range m.hdr.Segments {
+		sv := m.segment(i)
+		s := &sv
+		tookOver, err := s.hdr.lock.Lock(m.self, m.timeout)
+		if err != nil {
+			return fixed, fmt.Errorf("offmap: %s: segment %d: %w", m.path, i, err)
+		}
+		if tookOver {
+			fixed = append(fixed, fmt.Sprintf("segment %d: lock held by a dead process", i))
+		}
+		fixed = append(fixed, m.repairLocked(s)...)
+		s.hdr.lock.Unlock()
+	}
+	if m.handlesIssued.Load() || m.file == nil || shm.Flock(m.file, true, true) != nil {
+		if m.file != nil {
+			shm.Flock(m.file, false, false) // a failed upgrade may have dropped the shared lock
+		}
+		return fixed, nil
+	}
+	for i := range m.hdr.Segments {
+		sv := m.segment(i)
+		s := &sv
+		if n := s.hdr.detached.Load(); n != 0 && s.hdr.lock.TryLock(m.self) {
+			beginChange(s)
+			m.reclaimDetachedLocked(s)
+			endChange(s)
+			s.hdr.lock.Unlock()
+			fixed = append(fixed, fmt.Sprintf("segment %d: reclaimed %d detached entries", i, n))
+		}
+	}
+	return fixed, shm.Flock(m.file, false, false)
 }
 
 // reclaimDetachedLocked frees the entries deleted while pinned.
@@ -287,8 +342,9 @@ func (m *Map) Check() error {
 		return ErrClosed
 	}
 	var problems []string
-	for i := range m.segs {
-		p, err := m.checkSegment(&m.segs[i])
+	for i := range m.hdr.Segments {
+		s := m.segment(i)
+		p, err := m.checkSegment(&s)
 		if err != nil {
 			return err
 		}
@@ -301,10 +357,9 @@ func (m *Map) Check() error {
 }
 
 func (m *Map) checkSegment(s *segment) ([]string, error) {
-	idx := m.segIndex(s)
 	if owner := s.hdr.lock.Owner(); owner != 0 && !shm.Alive(owner) {
 		// Do not take the lock over: report what the dead holder left.
-		return append([]string{fmt.Sprintf("segment %d: lock held by dead process %d", idx, owner.PID())},
+		return append([]string{fmt.Sprintf("segment %d: lock held by dead process %d", s.idx, owner.PID())},
 			m.scanCopy(s)...), nil
 	}
 	if m.readOnly {
@@ -315,21 +370,21 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 				return p, nil
 			}
 			if try > 1000 {
-				return append(p, fmt.Sprintf("segment %d: kept changing while checked", idx)), nil
+				return append(p, fmt.Sprintf("segment %d: kept changing while checked", s.idx)), nil
 			}
 			shm.Yield()
 		}
 	}
 	if err := m.lock(s); err != nil {
 		if errors.Is(err, ErrLockTimeout) {
-			return []string{fmt.Sprintf("segment %d: %v", idx, err)}, nil
+			return []string{fmt.Sprintf("segment %d: %v", s.idx, err)}, nil
 		}
 		return nil, err
 	}
 	defer s.hdr.lock.Unlock()
 	var p []string
 	if s.hdr.version.Load()&1 != 0 {
-		p = append(p, fmt.Sprintf("segment %d: version is odd with no writer", idx))
+		p = append(p, fmt.Sprintf("segment %d: version is odd with no writer", s.idx))
 	}
 	return append(p, m.scanCopy(s)...), nil
 }

@@ -65,11 +65,19 @@ type keyHash struct {
 	match uint64
 }
 
+// hash is the key's hash in this file: xxhash64 of the key, xored with the
+// file's seed and mixed (part of the format). The seed gives every file its
+// own slot layout.
 func (m *Map) hash(key []byte) keyHash {
-	var d xxhash.Digest
-	d.ResetWithSeed(m.hdr.Seed)
-	d.Write(key)
-	return m.split(d.Sum64())
+	return m.split(mixSeed(xxhash.Sum64(key), m.hdr.Seed))
+}
+
+func mixSeed(h, seed uint64) uint64 {
+	h ^= seed
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
 }
 
 // split derives segment, home slot and tag from independent parts of the
@@ -81,29 +89,28 @@ func (m *Map) split(h uint64) keyHash {
 	return keyHash{seg: seg, home: home, match: slotUsed | uint64(home)<<slotHomeShift | tag<<slotTagShift}
 }
 
-// segment is this process's view of one segment's memory.
+// segment is a view of one segment's memory. It is computed from the
+// hash on each operation (segment), not loaded from a table, so that a
+// lookup's first memory accesses depend on nothing but the key.
 type segment struct {
+	idx     int
 	hdr     *segmentHeader
 	slots   []atomic.Uint64
 	bitmap  []uint64 // only touched with the lock held
 	scratch []byte
 	area    []byte
-	// buf is scratch memory of this process for Update; the segment lock
-	// serialises its users.
-	buf []byte
 }
 
-func (m *Map) initSegments() {
+func (m *Map) segment(i uint32) segment {
 	h := &m.hdr
-	m.segs = make([]segment, h.Segments)
-	for i := range m.segs {
-		base := int(h.SegmentsOff + uint64(i)*h.SegmentStride)
-		s := &m.segs[i]
-		s.hdr = shm.Overlay[segmentHeader](m.mem, int(h.SegHeadersOff)+i*segmentHeaderSize)
-		s.slots = shm.U64s(m.mem, base, int(h.SlotsPerSegment))
-		s.bitmap = shm.Words(m.mem, base+int(h.BitmapOff), int((h.ChunksPerSegment+63)/64))
-		s.scratch = m.mem[base+int(h.ScratchOff) : base+int(h.AreaOff)]
-		s.area = m.mem[base+int(h.AreaOff) : base+int(h.AreaOff)+int(h.ChunksPerSegment)*int(h.ChunkSize)]
+	base := int(h.SegmentsOff) + int(i)*int(h.SegmentStride)
+	return segment{
+		idx:     int(i),
+		hdr:     shm.Overlay[segmentHeader](m.mem, int(h.SegHeadersOff)+int(i)*segmentHeaderSize),
+		slots:   shm.U64s(m.mem, base, int(h.SlotsPerSegment)),
+		bitmap:  shm.Words(m.mem, base+int(h.BitmapOff), int((h.ChunksPerSegment+63)/64)),
+		scratch: m.mem[base+int(h.ScratchOff) : base+int(h.AreaOff)],
+		area:    m.mem[base+int(h.AreaOff) : base+int(h.AreaOff)+int(h.ChunksPerSegment)<<m.chunkShift],
 	}
 }
 
@@ -154,22 +161,29 @@ func (m *Map) chunksFor(keyLen, valLen int) int {
 // entry (found), or the first empty slot of the probe sequence (where an
 // insert goes). bad reports bytes outside the segment's bounds, or a table
 // without an empty slot: under a seqlock a torn read, otherwise damage.
+// It is the heart of every operation, kept lean so that the CPU can overlap
+// the cache misses of consecutive lookups.
 func (m *Map) find(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e entry, found, bad bool) {
-	n := uint32(len(s.slots))
+	slots, area := s.slots, s.area
+	n := uint32(len(slots))
 	i := h.home
 	for range n {
-		w = s.slots[i].Load()
-		if w == 0 {
-			return i, 0, entry{}, false, bad
-		}
+		w = slots[i].Load()
 		if w&slotMatch == h.match {
-			var ok bool
-			e, ok = m.entryAt(s, slotChunk(w))
-			if !ok {
+			off := int(slotChunk(w)) << m.chunkShift
+			if off <= len(area)-entryHeaderSize {
+				hw := shm.U64(area, off).Load() // key length | value length << 32
+				kl, vl := int(uint32(hw)), int(hw>>32)
+				if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl) > len(area) {
+					bad = true
+				} else if kl == len(key) && shm.Equal(area[off+entryHeaderSize:], key) {
+					return i, w, entry{off: off, keyLen: kl, valLen: vl}, true, false
+				}
+			} else {
 				bad = true
-			} else if e.keyLen == len(key) && shm.Equal(s.area[e.keyOff():], key) {
-				return i, w, e, true, false
 			}
+		} else if w == 0 {
+			return i, 0, entry{}, false, bad
 		}
 		if i++; i == n {
 			i = 0
@@ -198,14 +212,32 @@ func loadValue(dst []byte, s *segment, e entry) []byte {
 	} else {
 		dst = dst[:n+e.valLen]
 	}
+	if e.valLen == 0 {
+		return dst // an empty value has no value word
+	}
 	if e.valLen <= 8 {
-		var w [8]byte
-		putWord(w[:], shm.U64(s.area, e.valOff()).Load())
-		copy(dst[n:], w[:e.valLen])
+		w := shm.U64(s.area, e.valOff()).Load()
+		if e.valLen == 8 {
+			putWord(dst[n:], w)
+		} else {
+			for i := range e.valLen {
+				dst[n+i] = byte(w >> (8 * i))
+			}
+		}
 	} else {
 		shm.Load(dst[n:], s.area[e.valOff():])
 	}
 	return dst
+}
+
+// scratchLen returns the value length in s's redo record, or -1 if it is
+// over the map's limit (only damage does that).
+func (m *Map) scratchLen(s *segment) int {
+	n := shm.U64(s.scratch, 0).Load()
+	if n > uint64(m.hdr.MaxValue) {
+		return -1
+	}
+	return int(n)
 }
 
 // loadKey copies e's key into dst (len(dst) == e.keyLen).

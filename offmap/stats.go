@@ -63,9 +63,9 @@ func (m *Map) Stats() Stats {
 	if m.closed.Load() {
 		return st
 	}
-	st.PerSegment = make([]SegmentStats, len(m.segs))
-	for i := range m.segs {
-		sh := m.segs[i].hdr
+	st.PerSegment = make([]SegmentStats, m.hdr.Segments)
+	for i := range m.hdr.Segments {
+		sh := m.segment(i).hdr
 		ss := SegmentStats{
 			Entries:   int(sh.count.Load()),
 			Detached:  int(sh.detached.Load()),

@@ -39,7 +39,8 @@ func (m *Map) Update(key []byte, fn func(value []byte, found bool) ([]byte, Op))
 	}
 	defer m.exitWrite()
 	h := m.hash(key)
-	s := &m.segs[h.seg]
+	sv := m.segment(h.seg)
+	s := &sv
 	if err := m.lock(s); err != nil {
 		return err
 	}
@@ -52,13 +53,13 @@ func (m *Map) Update(key []byte, fn func(value []byte, found bool) ([]byte, Op))
 		var cur []byte
 		var word uint64
 		if found {
-			if e.valLen <= 8 {
+			if e.valLen > 0 && e.valLen <= 8 {
 				word = shm.U64(s.area, e.valOff()).Load()
-				s.buf = binary.LittleEndian.AppendUint64(s.buf[:0], word)[:e.valLen]
+				m.bufs[s.idx] = binary.LittleEndian.AppendUint64(m.bufs[s.idx][:0], word)[:e.valLen]
 			} else {
-				s.buf = loadValue(s.buf[:0], s, e)
+				m.bufs[s.idx] = loadValue(m.bufs[s.idx][:0], s, e)
 			}
-			cur = s.buf
+			cur = m.bufs[s.idx]
 		}
 		nv, op := fn(cur, found)
 		switch op {

@@ -41,10 +41,13 @@ type Mutex struct {
 // MutexSize is the size of a Mutex in shared memory.
 const MutexSize = 16
 
-// How long a waiter waits before it first asks whether the holder lives,
-// and then how often it asks again.
+// FirstHolderCheck is how long a waiter waits before it first asks
+// whether the holder lives; a variable so that tests of damaged files can
+// shorten it.
+var FirstHolderCheck = 20 * time.Millisecond
+
+// How often a waiter asks again, and how long it sleeps on the futex.
 const (
-	firstHolderCheck = 20 * time.Millisecond
 	holderCheckEvery = 200 * time.Millisecond
 	futexNap         = 5 * time.Millisecond
 )
@@ -67,7 +70,7 @@ func (l *Mutex) Lock(self Token, timeout time.Duration) (tookOver bool, err erro
 func (l *Mutex) lockSlow(self Token, timeout time.Duration) (bool, error) {
 	var b Backoff
 	start := time.Now()
-	nextCheck := start.Add(firstHolderCheck)
+	nextCheck := start.Add(FirstHolderCheck)
 	for {
 		cur := l.owner.Load()
 		if cur == 0 {

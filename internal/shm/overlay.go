@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -22,48 +23,64 @@ func checkRange(b []byte, off, size, align int) unsafe.Pointer {
 	return p
 }
 
+// The accessors below are small enough to inline: the slice expression
+// does the bounds check, and alignment is checked with one AND.
+
 // U64 returns the 8-byte aligned word at b[off:] as an atomic.
 func U64(b []byte, off int) *atomic.Uint64 {
-	return (*atomic.Uint64)(checkRange(b, off, 8, 8))
+	p := unsafe.Pointer(unsafe.SliceData(b[off : off+8]))
+	if uintptr(p)&7 != 0 {
+		panic(errMisaligned)
+	}
+	return (*atomic.Uint64)(p)
 }
 
 // U32 returns the 4-byte aligned word at b[off:] as an atomic.
 func U32(b []byte, off int) *atomic.Uint32 {
-	return (*atomic.Uint32)(checkRange(b, off, 4, 4))
+	p := unsafe.Pointer(unsafe.SliceData(b[off : off+4]))
+	if uintptr(p)&3 != 0 {
+		panic(errMisaligned)
+	}
+	return (*atomic.Uint32)(p)
 }
 
 // I64 returns the 8-byte aligned word at b[off:] as an atomic int64.
-func I64(b []byte, off int) *atomic.Int64 {
-	return (*atomic.Int64)(checkRange(b, off, 8, 8))
-}
+func I64(b []byte, off int) *atomic.Int64 { return (*atomic.Int64)(unsafe.Pointer(U64(b, off))) }
 
 // I32 returns the 4-byte aligned word at b[off:] as an atomic int32.
-func I32(b []byte, off int) *atomic.Int32 {
-	return (*atomic.Int32)(checkRange(b, off, 4, 4))
-}
+func I32(b []byte, off int) *atomic.Int32 { return (*atomic.Int32)(unsafe.Pointer(U32(b, off))) }
+
+// errMisaligned is a programming error: layouts align every shared word.
+var errMisaligned = errors.New("shm: misaligned atomic word")
 
 // U64s returns n consecutive 8-byte words starting at b[off:].
 func U64s(b []byte, off, n int) []atomic.Uint64 {
-	if n == 0 {
-		return nil
+	p := unsafe.Pointer(unsafe.SliceData(b[off : off+n*8]))
+	if uintptr(p)&7 != 0 {
+		panic(errMisaligned)
 	}
-	return unsafe.Slice((*atomic.Uint64)(checkRange(b, off, n*8, 8)), n)
+	return unsafe.Slice((*atomic.Uint64)(p), n)
 }
 
 // Words returns n consecutive 8-byte words at b[off:] for code that holds
 // a lock over them (bitmaps): plain loads and stores.
 func Words(b []byte, off, n int) []uint64 {
-	if n == 0 {
-		return nil
+	p := unsafe.Pointer(unsafe.SliceData(b[off : off+n*8]))
+	if uintptr(p)&7 != 0 {
+		panic(errMisaligned)
 	}
-	return unsafe.Slice((*uint64)(checkRange(b, off, n*8, 8)), n)
+	return unsafe.Slice((*uint64)(p), n)
 }
 
 // Overlay returns b[off:] viewed as a *T. T must be a struct of fixed-size,
 // pointer-free fields (atomics and integers), 8-byte aligned.
 func Overlay[T any](b []byte, off int) *T {
 	var zero T
-	return (*T)(checkRange(b, off, int(unsafe.Sizeof(zero)), 8))
+	p := unsafe.Pointer(unsafe.SliceData(b[off : off+int(unsafe.Sizeof(zero))]))
+	if uintptr(p)&7 != 0 {
+		panic(errMisaligned)
+	}
+	return (*T)(p)
 }
 
 // MutexAt returns the Mutex at b[off:].

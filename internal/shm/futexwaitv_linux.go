@@ -1,0 +1,51 @@
+package shm
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxWaitv is the most futexes one FutexWaitv call can watch (a kernel
+// limit).
+const MaxWaitv = 128
+
+// Waitv is one futex watched by FutexWaitv: the call returns when the
+// word at Addr no longer holds Val. It has the kernel's struct futex_waitv
+// layout.
+type Waitv struct {
+	Val      uint64
+	addr     uint64
+	flags    uint32
+	reserved uint32
+}
+
+// futex2 flags: a 32-bit word, shared between processes (no PRIVATE).
+const futex2SizeU32 = 0x02
+
+// SetWord points the entry at w, expecting the value val.
+func (v *Waitv) SetWord(w *atomic.Uint32, val uint32) {
+	v.Val = uint64(val)
+	v.addr = uint64(uintptr(unsafe.Pointer(w)))
+	v.flags = futex2SizeU32
+}
+
+// FutexWaitv sleeps until one of the words in ws no longer holds its
+// value, it is woken with FutexWake, or a signal arrives (Linux 5.16 or
+// later). The words may live in different processes' shared mappings or,
+// for words only this process wakes, in ordinary memory that the caller
+// keeps alive. It returns at once when a word already differs; callers
+// re-check every word either way. ws holds at most MaxWaitv entries.
+func FutexWaitv(ws []Waitv) error {
+	if len(ws) == 0 || len(ws) > MaxWaitv {
+		return unix.EINVAL
+	}
+	_, _, errno := unix.Syscall6(unix.SYS_FUTEX_WAITV, uintptr(unsafe.Pointer(&ws[0])),
+		uintptr(len(ws)), 0, 0, 0, 0)
+	switch errno {
+	case 0, unix.EAGAIN, unix.EINTR, unix.ETIMEDOUT:
+		return nil
+	}
+	return errno
+}

@@ -1,0 +1,107 @@
+package shm
+
+import (
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Region is an address range reserved for a file that grows: the file's
+// first bytes are mapped at the start of the range, and Extend maps more
+// of the file behind them as it grows, so that slices into the mapping
+// never move. Pages of the range past the mapped prefix are PROT_NONE and
+// cost no memory; callers must never index past Len.
+type Region struct {
+	base     unsafe.Pointer
+	reserved int
+	mapped   int
+	writable bool
+}
+
+// Reserve reserves size bytes of address space, a multiple of the page
+// size.
+func Reserve(size int) (*Region, error) {
+	if size <= 0 || size%os.Getpagesize() != 0 {
+		return nil, fmt.Errorf("shm: reserve %d bytes: not a positive multiple of the page size", size)
+	}
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(size), unix.PROT_NONE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("shm: reserve %d bytes of address space: %w", size, err)
+	}
+	return &Region{base: p, reserved: size}, nil
+}
+
+// Extend maps the bytes [Len(), size) of f, which the file must already
+// hold, behind the mapped prefix and returns the whole prefix. size is a
+// multiple of the page size, at most the reserved size. Concurrent calls
+// on one Region must be serialised by the caller.
+func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
+	switch {
+	case r.base == nil:
+		return nil, fmt.Errorf("shm: extend %s: region is unmapped", f.Name())
+	case size%os.Getpagesize() != 0 || size > r.reserved:
+		return nil, fmt.Errorf("shm: extend %s to %d bytes: outside the %d-byte reservation", f.Name(), size, r.reserved)
+	case r.mapped > 0 && writable != r.writable:
+		return nil, fmt.Errorf("shm: extend %s: cannot change protection", f.Name())
+	}
+	if size > r.mapped {
+		prot := unix.PROT_READ
+		if writable {
+			prot |= unix.PROT_WRITE
+		}
+		at := unsafe.Add(r.base, r.mapped)
+		_, err := unix.MmapPtr(int(f.Fd()), int64(r.mapped), at, uintptr(size-r.mapped), prot,
+			unix.MAP_SHARED|unix.MAP_FIXED)
+		if err != nil {
+			return nil, fmt.Errorf("mmap %s [%d, %d): %w", f.Name(), r.mapped, size, err)
+		}
+		r.mapped, r.writable = size, writable
+	}
+	return r.Bytes(), nil
+}
+
+// Bytes returns the mapped prefix.
+func (r *Region) Bytes() []byte {
+	if r.base == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(r.base), r.mapped)
+}
+
+// Len returns the size of the mapped prefix.
+func (r *Region) Len() int { return r.mapped }
+
+// Sync writes the mapped prefix's dirty pages to the file and waits.
+func (r *Region) Sync() error {
+	if r.mapped == 0 || !r.writable {
+		return nil
+	}
+	return unix.Msync(r.Bytes(), unix.MS_SYNC)
+}
+
+// Populate faults in the mapped bytes [from, to) for writing
+// (MADV_POPULATE_WRITE, Linux 5.14 or later), so that the first writes
+// there do not each take a page fault. It is only a hint: errors are
+// ignored. Call it with the growth serialised, like Extend.
+func (r *Region) Populate(from, to int) {
+	from &^= os.Getpagesize() - 1
+	to = min(to, r.mapped)
+	if r.base == nil || !r.writable || from >= to {
+		return
+	}
+	unix.Madvise(r.Bytes()[from:to], unix.MADV_POPULATE_WRITE)
+}
+
+// Unmap releases the whole range; no pointer into it may be used
+// afterwards.
+func (r *Region) Unmap() error {
+	if r.base == nil {
+		return nil
+	}
+	err := unix.MunmapPtr(r.base, uintptr(r.reserved))
+	r.base, r.mapped = nil, 0
+	return err
+}

@@ -1,0 +1,339 @@
+package offmap
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// The benchmark workload of the issue: 1,000,000 entries of 16-byte keys
+// and 8-byte values, looked up at random.
+const benchEntries = 1_000_000
+
+func benchKey(i int) []byte { return fmt.Appendf(make([]byte, 0, 16), "key-%012d", i) }
+
+var benchOptions = Options{Entries: benchEntries, AverageKeySize: 16, AverageValueSize: 8}
+
+var bench struct {
+	once  sync.Once
+	dir   string
+	m     *Map
+	keys  [][]byte // in random order
+	goMap map[string]uint64
+}
+
+// benchMap returns a shared 1M-entry map, built once per test binary.
+func benchMap(b *testing.B) *Map {
+	bench.once.Do(func() {
+		dir, err := os.MkdirTemp("", "offmap-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		bench.dir = dir
+		m, err := Open(filepath.Join(dir, "bench.map"), benchOptions)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bench.m = m
+		// Keys sit side by side in one buffer, as a server holds the keys
+		// of requests it parses; scattered allocations would add a cache
+		// miss per lookup to both maps and hide what the maps cost.
+		flat := make([]byte, 0, 16*benchEntries)
+		bench.keys = make([][]byte, benchEntries)
+		bench.goMap = make(map[string]uint64, benchEntries)
+		var v [8]byte
+		for i := range benchEntries {
+			flat = fmt.Appendf(flat, "key-%012d", i)
+			k := flat[16*i : 16*i+16 : 16*i+16]
+			bench.keys[i] = k
+			binary.LittleEndian.PutUint64(v[:], uint64(i))
+			if err := m.Put(k, v[:]); err != nil {
+				b.Fatal(err)
+			}
+			bench.goMap[string(k)] = uint64(i)
+		}
+		rand.New(rand.NewPCG(1, 1)).Shuffle(len(bench.keys), func(i, j int) {
+			bench.keys[i], bench.keys[j] = bench.keys[j], bench.keys[i]
+		})
+	})
+	return bench.m
+}
+
+func cleanupBench() {
+	if bench.m != nil {
+		bench.m.Close()
+		os.RemoveAll(bench.dir)
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	buf := make([]byte, 0, 8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var err error
+		if buf, err = m.AppendValue(buf[:0], keys[i%benchEntries]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGetAllocating(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.Get(keys[i%benchEntries]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPutUpdate(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	var v [8]byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		binary.LittleEndian.PutUint64(v[:], uint64(i))
+		if err := m.Put(keys[i%benchEntries], v[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUpdateIncrement(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := m.Update(keys[i%benchEntries], incr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkInsert inserts into an empty 1M-entry map, starting a new map
+// (outside the timer) each time one is full.
+func BenchmarkInsert(b *testing.B) {
+	dir := b.TempDir()
+	keys := make([][]byte, benchEntries)
+	for i := range keys {
+		keys[i] = benchKey(i)
+	}
+	var m *Map
+	fresh := func(round int) {
+		if m != nil {
+			m.Close()
+			os.Remove(m.Path())
+		}
+		var err error
+		if m, err = Open(filepath.Join(dir, strconv.Itoa(round)), benchOptions); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fresh(0)
+	var v [8]byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%benchEntries == 0 && i > 0 {
+			b.StopTimer()
+			fresh(i / benchEntries)
+			b.StartTimer()
+		}
+		if err := m.Put(keys[i%benchEntries], v[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	m.Close()
+}
+
+func BenchmarkAcquireInt64Add(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h, err := m.AcquireInt64(keys[i%benchEntries])
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.Add(1)
+	}
+}
+
+func BenchmarkHandleAdd(b *testing.B) {
+	m := benchMap(b)
+	h, err := m.AcquireInt64(bench.keys[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.Add(1)
+	}
+}
+
+// BenchmarkAtomicAddMapped is the floor for BenchmarkHandleAdd: a bare
+// atomic add on a word of a mapped file.
+func BenchmarkAtomicAddMapped(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "word"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	shm.Preallocate(f, 4096)
+	mp, err := shm.Map(f, 0, 4096, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mp.Unmap()
+	w := shm.I64(mp.Bytes(), 0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w.Add(1)
+	}
+}
+
+func BenchmarkRange(b *testing.B) {
+	m := benchMap(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for i := 0; i < b.N; i++ {
+		m.Range(func(k, v []byte) bool { n++; return true })
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/entry")
+}
+
+// The in-process floor the issue compares with: a Go map behind a
+// sync.RWMutex, 1M string keys.
+func BenchmarkGoMapRWMutexGet(b *testing.B) {
+	benchMap(b)
+	var mu sync.RWMutex
+	gm, keys := bench.goMap, bench.keys
+	var sink uint64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		mu.RLock()
+		sink += gm[string(keys[i%benchEntries])]
+		mu.RUnlock()
+	}
+	_ = sink
+}
+
+func BenchmarkGoMapRWMutexUpdate(b *testing.B) {
+	benchMap(b)
+	var mu sync.RWMutex
+	gm, keys := bench.goMap, bench.keys
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		mu.Lock()
+		gm[string(keys[i%benchEntries])] = uint64(i)
+		mu.Unlock()
+	}
+}
+
+// BenchmarkFileSize reports the size of the 1M-entry file.
+func BenchmarkFileSize(b *testing.B) {
+	m := benchMap(b)
+	for i := 0; i < b.N; i++ {
+	}
+	b.ReportMetric(float64(m.Stats().FileSize)/(1<<20), "MiB")
+}
+
+func init() {
+	children["bench-counters"] = func() error {
+		m, err := Open(os.Getenv("MAP"), Options{})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		n, _ := strconv.Atoi(os.Getenv("N"))
+		return counterLoop(m, os.Getenv("MODE"), n)
+	}
+}
+
+// counterLoop adds 1 n times over 1,000 counters, through held handles
+// or through Update.
+func counterLoop(m *Map, mode string, n int) error {
+	if mode == "update" {
+		for i := range n {
+			if err := m.Update(counterKey(i%counters), incr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	hs := make([]struct{ h interface{ Add(int64) int64 } }, counters)
+	for i := range hs {
+		h, err := m.AcquireInt64(counterKey(i))
+		if err != nil {
+			return err
+		}
+		hs[i].h = h
+	}
+	for i := range n {
+		hs[i%counters].h.Add(1)
+	}
+	return nil
+}
+
+// benchTwoProcesses runs the counter loop in this process and in a child
+// at once and reports the combined rate; the totals are checked exactly.
+func benchTwoProcesses(b *testing.B, mode string) {
+	p := filepath.Join(b.TempDir(), "counters.map")
+	m, err := Open(p, Options{Entries: 2 * counters, AverageKeySize: 12, AverageValueSize: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for i := range counters { // create the entries before timing
+		if _, err := m.AcquireUint64(counterKey(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := max(b.N/2/counters*counters, counters)
+	cmd := child(b, "bench-counters", "MAP="+p, "MODE="+mode, "N="+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	var ready sync.WaitGroup
+	ready.Add(1)
+	var childErr error
+	start := time.Now()
+	go func() { defer ready.Done(); childErr = cmd.Run() }()
+	if err := counterLoop(m, mode, n); err != nil {
+		b.Fatal(err)
+	}
+	ready.Wait()
+	elapsed := time.Since(start)
+	if childErr != nil {
+		b.Fatal(childErr)
+	}
+	for i := range counters {
+		h, _ := m.AcquireUint64(counterKey(i))
+		if got, want := h.Load(), uint64(2*n/counters); got != want {
+			b.Fatalf("counter %d = %d, want %d", i, got, want)
+		}
+	}
+	b.ReportMetric(float64(2*n)/elapsed.Seconds()/1e6, "M-adds/s")
+}
+
+// Process start-up is inside the timing: use -benchtime of a few million.
+func BenchmarkTwoProcessesHandleAdd(b *testing.B) { benchTwoProcesses(b, "handle") }
+func BenchmarkTwoProcessesUpdate(b *testing.B)    { benchTwoProcesses(b, "update") }

@@ -1,0 +1,251 @@
+package offmap
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// crashed is what a simulated crash panics with.
+type crashed struct{}
+
+// runUntilCrash runs op with a crash injected at the nth arrival at step.
+// It reports whether the crash happened.
+func runUntilCrash(step string, nth int, op func()) (hit bool) {
+	n := 0
+	crashPoint = func(s string) {
+		if s == step {
+			if n++; n == nth {
+				panic(crashed{})
+			}
+		}
+	}
+	defer func() {
+		crashPoint = nil
+		if r := recover(); r != nil {
+			if _, ok := r.(crashed); !ok {
+				panic(r)
+			}
+			hit = true
+		}
+	}()
+	op()
+	return false
+}
+
+// TestCrashAtEveryStep stops a writer at each step of each write protocol,
+// as if its process died there holding the segment lock, and checks that
+// (1) a read-only reader meanwhile sees the value the repair will produce,
+// (2) the next writer takes the lock over and repairs the segment, and
+// (3) the operation happened completely or not at all, with nothing else
+// lost and a clean Check.
+func TestCrashAtEveryStep(t *testing.T) {
+	short := []byte("old-value-1234567") // 17 bytes: 4 chunks with a 9-byte key
+	same := []byte("new-value-7654321")  // same size: rewritten in place
+	long := bytes.Repeat([]byte("L"), 90) // needs more chunks: relocated
+	shrunk := []byte("tiny-but-not-8")    // fewer chunks: in place, tail freed
+	type tc struct {
+		name, step string
+		nth        int
+		op         func(m *Map)
+		key        []byte
+		before     []byte // value before; nil: absent
+		after      []byte // value if the op completed; nil: absent
+		completes  bool   // whether the crash at this step leaves the op done
+	}
+	var k []byte
+	put := func(v []byte) func(m *Map) { return func(m *Map) { m.Put(k, v) } }
+	del := func(m *Map) { m.Delete(k) }
+	cases := []tc{
+		{"insert/alloc", "insert.alloc", 1, put(short), k, nil, short, false},
+		{"insert/entry", "insert.entry", 1, put(short), k, nil, short, false},
+		{"insert/slot", "insert.slot", 1, put(short), k, nil, short, true},
+		{"relocate/entry", "relocate.entry", 1, put(long), k, short, long, false},
+		{"relocate/slot", "relocate.slot", 1, put(long), k, short, long, true},
+		{"redo/scratch", "redo.scratch", 1, put(same), k, short, same, false},
+		{"redo/intent", "redo.intent", 1, put(same), k, short, same, true},
+		{"redo/length", "redo.length", 1, put(same), k, short, same, true},
+		{"redo/applied", "redo.applied", 1, put(same), k, short, same, true},
+		{"shrink/intent", "redo.intent", 1, put(shrunk), k, long, shrunk, true},
+		{"delete/first shift", "delete.shift", 1, del, k, short, nil, true},
+		{"delete/second shift", "delete.shift", 2, del, k, short, nil, true},
+		{"delete/unlinked", "delete.unlinked", 1, del, k, short, nil, true},
+	}
+	for _, c := range cases {
+		k = []byte("the-key-x")
+		c.key = k
+		t.Run(c.name, func(t *testing.T) {
+			p := tempPath(t)
+			// One segment, nearly full: probe clusters are long, so deletes shift.
+			m, err := Open(p, Options{Entries: 120, AverageKeySize: 9, AverageValueSize: 17, MaxValueSize: 100, Segments: 1, LockTimeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			others := map[string]string{}
+			for i := range 110 {
+				kk := fmt.Appendf(nil, "other-%03d", i)
+				mustPut(t, m, kk, val(i))
+				others[string(kk)] = string(val(i))
+			}
+			if c.step == "delete.shift" {
+				// An older key sits inside its probe cluster: deleting
+				// it moves later entries back.
+				k = keyThatShifts(t, m, c.nth)
+				c.key = k
+				delete(others, string(k))
+			}
+			if c.before != nil {
+				mustPut(t, m, c.key, c.before)
+			}
+			if !runUntilCrash(c.step, c.nth, func() { c.op(m) }) {
+				t.Fatalf("step %s #%d not reached", c.step, c.nth)
+			}
+			m.abandon(c.key)
+			if err := m.Check(); err == nil || !strings.Contains(err.Error(), "dead process") {
+				t.Fatalf("Check before repair: %v", err)
+			}
+
+			want := c.before
+			if c.completes {
+				want = c.after
+			}
+			ro, err := Open(p, Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ro.Get(c.key)
+			ro.Close()
+			checkOutcome(t, "read-only reader", got, err, want)
+
+			// The next writer takes the lock over and repairs.
+			if err := m.Put([]byte("after-crash"), []byte("x")); err != nil {
+				t.Fatalf("Put after the crash: %v", err)
+			}
+			got, err = m.Get(c.key)
+			checkOutcome(t, "after repair", got, err, want)
+			for kk, v := range others {
+				mustGet(t, m, []byte(kk), v)
+			}
+			if err := m.Check(); err != nil {
+				t.Fatal(err)
+			}
+			wantLen := len(others) + 1
+			if want != nil {
+				wantLen++
+			}
+			if m.Len() != wantLen {
+				t.Fatalf("Len = %d, want %d", m.Len(), wantLen)
+			}
+		})
+	}
+}
+
+func checkOutcome(t *testing.T, who string, got []byte, err error, want []byte) {
+	t.Helper()
+	switch {
+	case want == nil && !errors.Is(err, ErrNotFound):
+		t.Fatalf("%s: key holds %q (%v), want it absent", who, got, err)
+	case want != nil && (err != nil || !bytes.Equal(got, want)):
+		t.Fatalf("%s: key holds %q (%v), want %q", who, got, err, want)
+	}
+}
+
+func init() {
+	children["hold-lock"] = func() error {
+		m, err := Open(os.Getenv("MAP"), Options{})
+		if err != nil {
+			return err
+		}
+		m.lockKey([]byte(os.Getenv("KEY")))
+		fmt.Println("locked")
+		select {} // die holding the lock
+	}
+}
+
+// TestDeadLockHolder kills a process that holds a segment lock: the next
+// writer must take the lock over (within about a second, far below the
+// lock timeout) instead of waiting for a live holder.
+func TestDeadLockHolder(t *testing.T) {
+	p := tempPath(t)
+	m, err := Open(p, Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 8, LockTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeChecked(t, m)
+	mustPut(t, m, []byte("k"), []byte("before"))
+	cmd := child(t, "hold-lock", "MAP="+p, "KEY=k")
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "locked" {
+		cmd.Process.Kill()
+		t.Fatalf("child said %q", line)
+	}
+	if holder := m.Stats().PerSegment[m.hash([]byte("k")).seg].LockHolder; holder != cmd.Process.Pid {
+		t.Fatalf("lock holder %d, child is %d", holder, cmd.Process.Pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	start := time.Now()
+	if err := m.Put([]byte("k"), []byte("after")); err != nil {
+		t.Fatalf("Put after the holder died: %v", err)
+	}
+	mustGet(t, m, []byte("k"), "after")
+	t.Logf("took the lock over after %v", time.Since(start))
+}
+
+// TestLiveHolderTimesOut: a live holder is never robbed; the waiter gets
+// ErrLockTimeout when its timeout passes.
+func TestLiveHolderTimesOut(t *testing.T) {
+	m := openTest(t, Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 8, LockTimeout: 300 * time.Millisecond})
+	unlock := m.lockKey([]byte("k"))
+	done := make(chan error)
+	go func() { done <- m.Put([]byte("k"), []byte("v")) }()
+	err := <-done
+	unlock()
+	if !errors.Is(err, ErrLockTimeout) {
+		t.Fatalf("Put while a live goroutine holds the lock: %v", err)
+	}
+	mustPut(t, m, []byte("k"), []byte("v"))
+}
+
+// keyThatShifts returns a key in the map whose delete moves at least n
+// later entries back (backward-shift deletion).
+func keyThatShifts(t *testing.T, m *Map, n int) []byte {
+	sv := m.segment(0)
+	s := &sv
+	for i := range 110 {
+		k := fmt.Appendf(nil, "other-%03d", i)
+		pos, _, _, found, _ := m.find(s, k, m.hash(k))
+		if !found {
+			t.Fatalf("%s not found", k)
+		}
+		copySlots := make(localSlots, len(s.slots))
+		for j := range s.slots {
+			copySlots[j] = s.slots[j].Load()
+		}
+		stores := 0
+		removeSlot(countingSlots{localSlots: copySlots, stores: &stores}, pos)
+		if stores-1 >= n { // the last store empties the final hole
+			return k
+		}
+	}
+	t.Fatalf("no key shifts %d entries on delete", n)
+	return nil
+}
+
+type countingSlots struct {
+	localSlots
+	stores *int
+}
+
+func (c countingSlots) Store(i uint32, w uint64) { *c.stores++; c.localSlots.Store(i, w) }

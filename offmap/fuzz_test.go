@@ -1,0 +1,198 @@
+package offmap
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/offmap/offmap/internal/shm"
+)
+
+var tinyOptions = Options{Entries: 12, AverageKeySize: 4, AverageValueSize: 8, MaxKeySize: 16, MaxValueSize: 40, LockTimeout: -1}
+
+// tinyImage returns the bytes of a small map with a few entries of
+// several kinds (short, long, pinned, detached).
+func tinyImage(t testing.TB) []byte {
+	t.Helper()
+	p := tempPath(t)
+	m, err := Open(p, tinyOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		mustPut(t, m, []byte{'k', byte(i)}, bytes.Repeat([]byte{byte(i)}, i*7))
+	}
+	h, _ := m.AcquireInt64([]byte("pin"))
+	h.Add(3)
+	m.AcquireInt64([]byte("gone"))
+	m.Delete([]byte("gone"))
+	m.Close()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// exercise runs every read and write on a map opened from arbitrary bytes;
+// none may panic. Errors are fine.
+func exercise(m *Map) {
+	for i := range 8 {
+		k := []byte{'k', byte(i)}
+		m.Get(k)
+		m.Has(k)
+	}
+	m.Range(func(k, v []byte) bool { return true })
+	m.Stats()
+	m.Check()
+	if m.readOnly {
+		return
+	}
+	m.Put([]byte{'k', 1}, []byte("new value, longer"))
+	m.Put([]byte("fresh"), []byte("x"))
+	m.Delete([]byte{'k', 2})
+	m.Update([]byte{'k', 3}, func(v []byte, ok bool) ([]byte, Op) { return append(v, '!'), OpPut })
+	if h, err := m.AcquireInt64([]byte("pin")); err == nil {
+		h.Add(1)
+	}
+}
+
+// FuzzOpen writes fuzzed bytes over the header of a valid map, optionally
+// re-sealing the checksum so that the geometry checks are reached, and cuts
+// the file to a fuzzed length. Open must reject what is inconsistent with a
+// sentinel error, and no accepted file may make any operation panic.
+func FuzzOpen(f *testing.F) {
+	fastHolderChecks(f)
+	img := tinyImage(f)
+	f.Add(img[:checksumOff], true, uint32(len(img)))
+	f.Add(img[:64], false, uint32(len(img)))
+	f.Add([]byte(magic), true, uint32(100))
+	f.Add([]byte{}, false, uint32(0))
+	f.Fuzz(func(t *testing.T, hdr []byte, reseal bool, size uint32) {
+		b := bytes.Clone(img)
+		copy(b[:checksumOff], hdr)
+		if reseal {
+			binary.LittleEndian.PutUint64(b[checksumOff:], xxhash.Sum64(b[:checksumOff]))
+		}
+		b = b[:min(int(size), len(b))]
+		m, err := openMemory(b, false)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotMap) && !errors.Is(err, ErrTruncated) &&
+				!errors.Is(err, ErrVersion) && !errors.Is(err, ErrEmptyFile) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		defer m.Close()
+		exercise(m)
+	})
+}
+
+// FuzzDamage keeps the header valid and overwrites bytes of the segments
+// with fuzzed data at fuzzed places: every operation must survive, and
+// after Recover the map must pass Check.
+func FuzzDamage(f *testing.F) {
+	fastHolderChecks(f)
+	img := tinyImage(f)
+	f.Add([]byte{0, 0, 1, 0xff})
+	f.Add([]byte{0x10, 0, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x00, 0x02, 4, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, patch []byte) {
+		b := bytes.Clone(img)
+		body := b[headerSize:]
+		// patch: repeated [offset uint16][n uint8][n bytes]
+		for len(patch) >= 3 {
+			off := int(binary.LittleEndian.Uint16(patch)) % len(body)
+			n := min(int(patch[2]), len(patch)-3)
+			copy(body[off:], patch[3:3+n])
+			patch = patch[3+n:]
+		}
+		for _, ro := range []bool{true, false} {
+			m, err := openMemory(b, ro)
+			if err != nil {
+				t.Fatalf("header was valid: %v", err)
+			}
+			exercise(m)
+			if !ro {
+				if _, err := m.Recover(); err != nil {
+					t.Fatalf("Recover: %v", err)
+				}
+				if err := m.Check(); err != nil {
+					t.Fatalf("Check after Recover: %v", err)
+				}
+			}
+			m.Close()
+		}
+	})
+}
+
+// FuzzOperations decodes bytes into puts, deletes, updates and gets and
+// checks every result against a Go map.
+func FuzzOperations(f *testing.F) {
+	f.Add([]byte{0, 1, 5, 2, 1, 0, 3, 1, 1, 4, 2, 9})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		m, err := openHeap(Options{Entries: 64, AverageKeySize: 2, AverageValueSize: 8, MaxValueSize: 64, Segments: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		model := map[string]string{}
+		for len(ops) >= 3 {
+			op, k, n := ops[0]%5, []byte{'k', ops[1] % 32}, int(ops[2])%65
+			ops = ops[3:]
+			v := bytes.Repeat([]byte{byte(n)}, n)
+			switch op {
+			case 0, 1:
+				err := m.Put(k, v)
+				if errors.Is(err, ErrFull) {
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				model[string(k)] = string(v)
+			case 2:
+				ok, _ := m.Delete(k)
+				if _, want := model[string(k)]; ok != want {
+					t.Fatalf("Delete(%q) = %v", k, ok)
+				}
+				delete(model, string(k))
+			case 3:
+				err := m.Update(k, func(old []byte, found bool) ([]byte, Op) {
+					if want, ok := model[string(k)]; ok != found || string(old) != want {
+						t.Fatalf("Update(%q) saw %q, %v", k, old, found)
+					}
+					return append(old[:len(old):len(old)], 'u'), OpPut
+				})
+				if err == nil {
+					model[string(k)] += "u"
+				} else if !errors.Is(err, ErrFull) && !errors.Is(err, ErrValueTooLarge) {
+					t.Fatal(err)
+				}
+			case 4:
+				got, err := m.Get(k)
+				want, ok := model[string(k)]
+				if ok != (err == nil) || string(got) != want {
+					t.Fatalf("Get(%q) = %q, %v; want %q", k, got, err, want)
+				}
+			}
+		}
+		if m.Len() != len(model) {
+			t.Fatalf("Len %d, model %d", m.Len(), len(model))
+		}
+		if err := m.Check(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// fastHolderChecks makes waiters check a lock holder at once: damaged
+// files name random holders, and fuzzing should not wait for each.
+func fastHolderChecks(f *testing.F) {
+	old := shm.FirstHolderCheck
+	shm.FirstHolderCheck = 0
+	f.Cleanup(func() { shm.FirstHolderCheck = old })
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package offmap
+
+const raceEnabled = false
