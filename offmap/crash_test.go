@@ -45,8 +45,8 @@ func runUntilCrash(step string, nth int, op func()) (hit bool) {
 // (3) the operation happened completely or not at all, with nothing else
 // lost and a clean Check.
 func TestCrashAtEveryStep(t *testing.T) {
-	short := []byte("old-value-1234567") // 17 bytes: 4 chunks with a 9-byte key
-	same := []byte("new-value-7654321")  // same size: rewritten in place
+	short := []byte("old-value-1234567")  // 17 bytes: 4 chunks with a 9-byte key
+	same := []byte("new-value-7654321")   // same size: rewritten in place
 	long := bytes.Repeat([]byte("L"), 90) // needs more chunks: relocated
 	shrunk := []byte("tiny-but-not-8")    // fewer chunks: in place, tail freed
 	type tc struct {

@@ -19,11 +19,11 @@ import (
 // Map is a hash map in a memory-mapped file, shared by every goroutine and
 // process that opens the file. All methods are safe for concurrent use.
 type Map struct {
-	path       string
-	file       *os.File // nil for a heap-backed map
-	mapping    *shm.Mapping
-	mem        []byte
-	hdr        header
+	path    string
+	file    *os.File // nil for a heap-backed map
+	mapping *shm.Mapping
+	mem     []byte
+	hdr     header
 	// bufs holds, per segment, this process's scratch memory for Update;
 	// the segment lock serialises its users.
 	bufs       [][]byte
