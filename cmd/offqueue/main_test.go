@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var bin string
+
+// TestMain builds the command once for the end-to-end tests.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "offqueue-bin")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "offqueue")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		panic("build: " + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func offqueue(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestAppendDumpStats(t *testing.T) {
+	q := filepath.Join(t.TempDir(), "q")
+	out, _, code := offqueue(t, "hello\nworld\n\x00\x01\n", "append", q)
+	if code != 0 || out != "appended 3 messages, last 0:2\n" {
+		t.Fatalf("append: %q %d", out, code)
+	}
+	out, _, code = offqueue(t, "", "dump", q)
+	want := "0:0\t5\t\"hello\"\n0:1\t5\t\"world\"\n0:2\t2\t0001\n"
+	if code != 0 || out != want {
+		t.Fatalf("dump: %q, want %q", out, want)
+	}
+	out, _, _ = offqueue(t, "", "dump", "-hex", "-from", "0:1", "-n", "1", q)
+	if out != "0:1\t5\t776f726c64\n" {
+		t.Fatalf("dump -hex: %q", out)
+	}
+	out, _, code = offqueue(t, "", "stats", q)
+	if code != 0 || !strings.Contains(out, "messages   3\n") || !strings.Contains(out, "roll       daily") {
+		t.Fatalf("stats: %q", out)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "x"), []byte("x"), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"dump", filepath.Join(dir, "missing")}, 1, "offqueue dump: stat"},
+		{[]string{"dump", dir}, 1, "offqueue dump: queue: open"},
+		{[]string{"stats"}, 2, "offqueue stats: usage: want one queue directory"},
+		{[]string{"dump", "-from", "x:y", dir}, 1, "offqueue dump:"},
+		{[]string{"frobnicate"}, 2, "offqueue: unknown command"},
+		{nil, 2, "usage: offqueue COMMAND"},
+	}
+	for _, c := range cases {
+		_, errOut, code := offqueue(t, "", c.args...)
+		if code != c.code || !strings.HasPrefix(errOut, c.msg) {
+			t.Errorf("%v: exit %d %q, want %d %q", c.args, code, errOut, c.code, c.msg)
+		}
+		if c.code == 1 && strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: error is not one line: %q", c.args, errOut)
+		}
+	}
+	for _, sub := range []string{"dump", "follow", "stats", "append"} {
+		_, errOut, code := offqueue(t, "", sub, "--help")
+		if code != 0 || !strings.Contains(errOut, "usage: offqueue "+sub) || !strings.Contains(errOut, "example:") {
+			t.Errorf("%s --help: %d %q", sub, code, errOut)
+		}
+	}
+}
+
+func TestFollow(t *testing.T) {
+	q := filepath.Join(t.TempDir(), "q")
+	offqueue(t, "first\n", "append", q)
+	cmd := exec.Command(bin, "follow", "-from", "start", q)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "0:0\t5\t\"first\"" {
+		t.Fatalf("follow printed %q", sc.Text())
+	}
+	offqueue(t, "second\nthird\n", "append", q)
+	for _, want := range []string{"0:1\t6\t\"second\"", "0:2\t5\t\"third\""} {
+		if !sc.Scan() || sc.Text() != want {
+			t.Fatalf("follow printed %q, want %q", sc.Text(), want)
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("follow after SIGINT: %v", err)
+	}
+}

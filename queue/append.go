@@ -1,0 +1,400 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Writing is a message reserved in the mapped file: write its payload
+// into Bytes, then Commit (or Abort). Until then readers wait at the slot
+// (other appenders do not). Reserve, write and commit on one goroutine;
+// a Writing must not be copied after use.
+type Writing struct {
+	c   *cycle
+	off int64
+	seq uint32
+	hdr uint64
+	buf []byte
+}
+
+// Append adds msg to the end of the queue and returns its index. It is
+// safe for concurrent use by any number of goroutines and processes.
+func (q *Queue) Append(msg []byte) (uint64, error) {
+	w, err := q.Reserve(len(msg))
+	if err != nil {
+		return 0, err
+	}
+	copy(w.buf, msg)
+	return w.Commit()
+}
+
+// Reserve claims room for an n-byte message at the end of the queue; the
+// caller writes it through w.Bytes() and commits it. Messages reserved
+// later by other appenders may be committed first, but readers see every
+// message in index order.
+func (q *Queue) Reserve(n int) (Writing, error) {
+	if n < 0 || n > maxMessage || int64(n) > q.meta.MaxCycleSize-dataStart-indexArrayBytes-16 {
+		return Writing{}, fmt.Errorf("%w: %d bytes", ErrTooLarge, n)
+	}
+	for {
+		c, err := q.appendCycle()
+		if err != nil {
+			return Writing{}, err
+		}
+		seq, off, hdr, err := c.claim(n, flagBusy, q.writerBits)
+		switch {
+		case err == errEOF:
+			err = q.advance(c, 0)
+			c.release()
+			if err != nil {
+				return Writing{}, err
+			}
+			continue
+		case err != nil:
+			c.release()
+			return Writing{}, fmt.Errorf("queue: append to %s: %w", q.cyclePath(c.num), err)
+		}
+		if seq&(1<<q.spacing-1) == 0 {
+			c.recordIndex(seq, off, q.writerBits)
+		}
+		mem := c.mem()
+		return Writing{c: c, off: off, seq: seq, hdr: hdr, buf: mem[off+8 : off+8+int64(n) : off+8+int64(n)]}, nil
+	}
+}
+
+// Bytes returns the reserved payload, to be written before Commit.
+func (w *Writing) Bytes() []byte { return w.buf }
+
+// Index returns the index the message will have.
+func (w *Writing) Index() uint64 { return Index(w.c.num, w.seq) }
+
+// Commit publishes the message and returns its index.
+func (w *Writing) Commit() (uint64, error) {
+	c := w.c
+	if c == nil {
+		return 0, errors.New("queue: Commit of a Writing that is not reserved")
+	}
+	w.c = nil
+	// Publish: one atomic store clears not-complete. Only this writer
+	// changes a busy header of a live process, so no CAS is needed.
+	shm.U64(c.mem(), int(w.off)).Store(w.hdr &^ flagBusy)
+	q := c.q
+	c.release()
+	q.notify()
+	return Index(c.num, w.seq), nil
+}
+
+// Abort gives the slot up: readers skip it. Its index is not reused.
+func (w *Writing) Abort() {
+	c := w.c
+	if c == nil {
+		return
+	}
+	w.c = nil
+	shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy|flagSkipped)
+	q := c.q
+	c.release()
+	q.notify()
+}
+
+// appendCycle returns the cycle to append to, with a reference, rolling
+// the queue when the clock has passed the cycle's end.
+func (q *Queue) appendCycle() (*cycle, error) {
+	for {
+		c := q.wcur.Load()
+		if c == nil {
+			if err := q.startAppending(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if q.rollDue() {
+			if err := q.rollIfDue(c); err != nil {
+				return nil, err
+			}
+		}
+		if c.tryRef() {
+			if q.wcur.Load() == c {
+				return c, nil
+			}
+			c.release()
+		}
+	}
+}
+
+// rollDue reports whether the append cycle may have ended. Without a test
+// clock it costs one atomic load: a timer raises the flag at the cycle's
+// end (a millisecond or so late, which only delays the roll).
+func (q *Queue) rollDue() bool {
+	if q.opts.Clock != nil {
+		return q.opts.Clock().UnixNano() >= q.rollAt.Load()
+	}
+	return q.rollFlag.Load()
+}
+
+func (q *Queue) wallNow() time.Time {
+	if q.opts.Clock != nil {
+		return q.opts.Clock()
+	}
+	return time.Now()
+}
+
+// setCycle makes c the append cycle (taking over the caller's reference)
+// and arms the roll for its end.
+func (q *Queue) setCycle(c *cycle) {
+	q.armRoll(q.cycleStart(c.num + 1))
+	if old := q.wcur.Swap(c); old != nil {
+		old.release()
+	}
+}
+
+// armRoll makes rollDue true from time end on.
+func (q *Queue) armRoll(end time.Time) {
+	if q.opts.Clock != nil {
+		q.rollAt.Store(end.UnixNano())
+		return
+	}
+	q.rollFlag.Store(false)
+	d := max(time.Until(end), 0)
+	if q.rollTimer == nil {
+		q.rollTimer = time.AfterFunc(d, func() { q.rollFlag.Store(true) })
+	} else {
+		q.rollTimer.Reset(d)
+	}
+}
+
+// startAppending takes a writer lease and attaches to the latest cycle,
+// sealing the one before it if a roller died before doing so. The first
+// cycle of an empty queue is created under the metadata lock, so that
+// processes starting together agree on it; later cycles come from rolls.
+func (q *Queue) startAppending() error {
+	q.appendMu.Lock()
+	defer q.appendMu.Unlock()
+	if q.closed.Load() {
+		return ErrClosed
+	}
+	if q.readOnly {
+		return ErrReadOnly
+	}
+	if q.wcur.Load() != nil {
+		return nil
+	}
+	if err := q.takeLease(); err != nil {
+		return err
+	}
+	if q.latest.Load() == 0 {
+		if err := q.createFirstCycle(); err != nil {
+			return err
+		}
+	}
+	n := uint32(q.latest.Load() - 1)
+	c, _, err := q.acquire(n, false, 0)
+	if err != nil {
+		return fmt.Errorf("queue: latest cycle %s: %w", q.cyclePath(n), err)
+	}
+	if c.prev != 0 {
+		if err := q.sealCycle(uint32(c.prev - 1)); err != nil {
+			c.release()
+			return err
+		}
+	}
+	q.setCycle(c)
+	return nil
+}
+
+func (q *Queue) createFirstCycle() error {
+	if _, err := q.lock.Lock(q.self, 0); err != nil {
+		return err
+	}
+	defer q.lock.Unlock()
+	if q.latest.Load() != 0 {
+		return nil
+	}
+	// A process that died between creating the first cycle file and
+	// publishing it left the file behind: adopt the oldest such file.
+	n := q.cycleOf(q.wallNow())
+	if cs, err := q.listCycles(); err != nil {
+		return err
+	} else if len(cs) > 0 {
+		n = cs[0]
+	}
+	c, created, err := q.acquire(n, true, 0)
+	if err != nil {
+		return fmt.Errorf("queue: create %s: %w", q.cyclePath(n), err)
+	}
+	c.release()
+	q.bumpLatest(n)
+	if created {
+		q.event(CycleRolled, n)
+	}
+	return nil
+}
+
+// sealCycle seals cycle n if its file exists and is not sealed yet.
+func (q *Queue) sealCycle(n uint32) error {
+	p, _, err := q.acquire(n, false, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // deleted by retention
+	}
+	if err != nil {
+		return err
+	}
+	defer p.release()
+	return p.seal(q.writerBits)
+}
+
+func (q *Queue) bumpLatest(n uint32) {
+	for {
+		cur := q.latest.Load()
+		if cur >= uint64(n)+1 || q.latest.CompareAndSwap(cur, uint64(n)+1) {
+			return
+		}
+	}
+}
+
+// rollIfDue rolls from c when the clock has passed its end.
+func (q *Queue) rollIfDue(c *cycle) error {
+	now := q.cycleOf(q.wallNow())
+	if now <= c.num {
+		// The timer fired a hair early: try again a little later.
+		q.appendMu.Lock()
+		if q.wcur.Load() == c {
+			q.armRoll(q.wallNow().Add(time.Millisecond))
+		}
+		q.appendMu.Unlock()
+		return nil
+	}
+	return q.advance(c, now)
+}
+
+// advance moves the appenders from cycle c to the next one: the one c's
+// header names, or a new cycle to (steps in docs/QUEUE-FORMAT.md).
+func (q *Queue) advance(c *cycle, to uint32) error {
+	q.appendMu.Lock()
+	if q.wcur.Load() != c {
+		q.appendMu.Unlock()
+		return nil // another goroutine moved on
+	}
+	// 1. Decide the next cycle: the first roller's choice wins.
+	if to <= c.num {
+		to = c.num + 1
+	}
+	c.next.CompareAndSwap(0, uint64(to)+1)
+	n := uint32(c.next.Load() - 1)
+	if uint64(n) <= uint64(c.num) {
+		q.appendMu.Unlock()
+		return fmt.Errorf("%w: cycle %d names %d as its next", ErrCorrupt, c.num, n)
+	}
+	// 2. Make sure its file exists, 3. publish it as the latest cycle.
+	nc, created, err := q.acquire(n, true, uint64(c.num)+1)
+	if err != nil {
+		q.appendMu.Unlock()
+		return fmt.Errorf("queue: roll to %s: %w", q.cyclePath(n), err)
+	}
+	q.bumpLatest(n)
+	// 4. Seal c: messages claimed in c stay there, later ones go to nc.
+	if err := c.seal(q.writerBits); err != nil {
+		nc.release()
+		q.appendMu.Unlock()
+		return err
+	}
+	q.setCycle(nc)
+	q.appendMu.Unlock()
+	if created {
+		q.event(CycleRolled, n)
+		if q.opts.KeepCycles > 0 {
+			q.DeleteCycles(q.opts.KeepCycles, false)
+		}
+	}
+	q.notify() // tailers waiting at c's end move on
+	return nil
+}
+
+// recordIndex writes the sparse-index entry for message seq at off. Index
+// arrays are claimed as metadata slots at the end of the cycle; when two
+// appenders race to add one, the loser's slot stays unused.
+func (c *cycle) recordIndex(seq uint32, off int64, writer uint64) {
+	j := int64(seq) >> c.q.spacing
+	a := j / indexEntries
+	if a >= l1Entries {
+		return // index full: seeks past here scan from the last entry
+	}
+	arr := int64(c.l1[a].Load())
+	if arr == 0 {
+		_, at, _, err := c.claim(indexArrayBytes, flagMeta, writer)
+		if err != nil {
+			return
+		}
+		c.l1[a].CompareAndSwap(0, uint64(at+8))
+		arr = int64(c.l1[a].Load())
+	}
+	mem := c.mem()
+	if e := arr + (j%indexEntries)*8; c.validArray(mem, arr) {
+		shm.U64(mem, int(e)).Store(uint64(off))
+	}
+}
+
+// validArray checks an index array offset read from the file.
+func (c *cycle) validArray(mem []byte, arr int64) bool {
+	return arr >= dataStart+8 && arr&7 == 0 && arr+indexArrayBytes <= int64(len(mem))
+}
+
+// takeLease gives this process a writer lease: a slot in the metadata
+// file's lease table holding its token, and a new generation. Slot
+// headers name the lease, so a reader can tell whether their writer died.
+func (q *Queue) takeLease() error {
+	if q.leaseIdx >= 0 {
+		return nil
+	}
+	if _, err := q.lock.Lock(q.self, 0); err != nil {
+		return err
+	}
+	defer q.lock.Unlock()
+	free := -1
+	for i := 0; i < maxLeases; i++ {
+		tok := q.leases[2*i].Load()
+		if tok == 0 || !shm.Alive(shm.Token(tok)) {
+			free = i
+			if tok == 0 {
+				break
+			}
+		}
+	}
+	if free < 0 {
+		return ErrTooManyWriters
+	}
+	gen := (q.leases[2*free+1].Load() + 1) & genMask
+	if gen == 0 {
+		gen = 1
+	}
+	q.leases[2*free+1].Store(gen)
+	q.leases[2*free].Store(uint64(q.self))
+	q.leaseIdx = free
+	q.writerBits = uint64(free)<<leaseShift | gen<<genShift
+	return nil
+}
+
+func (q *Queue) releaseLease() {
+	if q.leaseIdx < 0 {
+		return
+	}
+	q.leases[2*q.leaseIdx].CompareAndSwap(uint64(q.self), 0)
+	q.leaseIdx = -1
+}
+
+// writerDead reports whether the writer named by a busy header is gone:
+// its lease was released or taken by another process, or its process
+// died.
+func (q *Queue) writerDead(h uint64) bool {
+	i := int(h >> leaseShift & 0xff)
+	gen := h >> genShift & genMask
+	tok := q.leases[2*i].Load()
+	if tok == 0 || q.leases[2*i+1].Load() != gen {
+		return true
+	}
+	return !shm.Alive(shm.Token(tok))
+}

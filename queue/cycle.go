@@ -1,0 +1,431 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// cycle is one cycle file mapped by this process: the header page, then
+// as much of the file as it holds, behind which the mapping grows inside
+// an address range reserved for the largest cycle file.
+type cycle struct {
+	q        *Queue
+	num      uint32
+	prev     uint64 // previous cycle + 1, 0 for the first
+	f        *os.File
+	reg      *shm.Region
+	writable bool
+	refs     atomic.Int64 // appender role, tailers, appends in flight
+
+	view   atomic.Pointer[[]byte] // the mapped prefix; only grows
+	growMu sync.Mutex             // serialises mapping and file growth
+
+	touched atomic.Int64 // pages before it are faulted in (pretouch.go)
+	ahead   atomic.Bool  // a pretouch request is pending
+
+	hint *atomic.Uint64
+	next *atomic.Uint64
+	l1   []atomic.Uint64
+}
+
+// acquire returns cycle n with a reference, mapping it if needed. With
+// create set, a missing file is created (its previous cycle is prev+1);
+// without it a missing file is an error wrapping os.ErrNotExist.
+func (q *Queue) acquire(n uint32, create bool, prev uint64) (*cycle, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed.Load() {
+		return nil, false, ErrClosed
+	}
+	if c := q.cycles[n]; c != nil {
+		if c.refs.Add(1) == 1 {
+			q.unidle(c)
+		}
+		return c, false, nil
+	}
+	c, created, err := q.mapCycle(n, create, prev)
+	if err != nil {
+		return nil, false, err
+	}
+	c.refs.Store(1)
+	q.cycles[n] = c
+	return c, created, nil
+}
+
+func (q *Queue) unidle(c *cycle) {
+	for i, x := range q.idle {
+		if x == c {
+			q.idle = append(q.idle[:i], q.idle[i+1:]...)
+			return
+		}
+	}
+}
+
+// tryRef takes a reference on a cycle that still has one.
+func (c *cycle) tryRef() bool {
+	for {
+		n := c.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference. The last one parks the cycle among the idle
+// mappings; the oldest idle mapping is then unmapped.
+func (c *cycle) release() {
+	if c.refs.Add(-1) != 0 {
+		return
+	}
+	q := c.q
+	q.mu.Lock()
+	if c.refs.Load() != 0 || q.cycles[c.num] != c {
+		q.mu.Unlock()
+		return
+	}
+	if q.closed.Load() {
+		q.idle = append(q.idle, c)
+		q.mu.Unlock()
+		return
+	}
+	q.idle = append(q.idle, c)
+	var evict *cycle
+	if len(q.idle) > idleCycles {
+		evict = q.idle[0]
+		q.idle = q.idle[1:]
+		delete(q.cycles, evict.num)
+	}
+	q.mu.Unlock()
+	if evict != nil {
+		evict.unmap()
+		q.event(CycleReleased, evict.num)
+	}
+}
+
+func (c *cycle) unmap() error {
+	err := c.reg.Unmap()
+	if e := c.f.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// mapCycle opens (or creates) cycle file n and maps it.
+func (q *Queue) mapCycle(n uint32, create bool, prev uint64) (*cycle, bool, error) {
+	path := q.cyclePath(n)
+	created := false
+	f, readOnly, err := openFile(path, q.readOnly)
+	if errors.Is(err, os.ErrNotExist) && create && !q.readOnly {
+		err = q.createCycle(path, n, prev)
+		if err == nil {
+			created = true
+		}
+		if err == nil || errors.Is(err, os.ErrExist) {
+			f, readOnly, err = openFile(path, false)
+		}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	c, err := q.mapCycleFile(f, n, !readOnly)
+	if err != nil {
+		f.Close()
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, created, nil
+}
+
+func (q *Queue) createCycle(path string, n uint32, prev uint64) error {
+	h := cycleHeader{
+		Version:      formatVersion,
+		Cycle:        uint64(n),
+		Prev:         prev,
+		IndexSpacing: q.meta.IndexSpacing,
+		Created:      time.Now().UnixNano(),
+	}
+	size := int64(max(q.opts.BlockSize, 2*headerSize))
+	size = min(size, q.meta.MaxCycleSize)
+	return shm.CreateAtomic(path, q.opts.FileMode, size, func(f *os.File) error {
+		_, err := f.WriteAt(h.encode(), 0)
+		return err
+	})
+}
+
+func (q *Queue) mapCycleFile(f *os.File, n uint32, writable bool) (*cycle, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: not a regular file", ErrForeign)
+	}
+	b := make([]byte, min(st.Size(), headerSize))
+	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	h, err := decodeCycle(b, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case h.Cycle != uint64(n):
+		return nil, fmt.Errorf("%w: file of cycle %d holds cycle %d", ErrCorrupt, n, h.Cycle)
+	case h.IndexSpacing != q.meta.IndexSpacing:
+		return nil, fmt.Errorf("%w: index spacing %d, the queue's is %d", ErrCorrupt, h.IndexSpacing, q.meta.IndexSpacing)
+	}
+	reg, err := shm.Reserve(int(q.meta.MaxCycleSize))
+	if err != nil {
+		return nil, err
+	}
+	c := &cycle{q: q, num: n, prev: h.Prev, f: f, reg: reg, writable: writable}
+	mem, err := reg.Extend(f, int(min(st.Size(), q.meta.MaxCycleSize)&^(pageSize-1)), writable)
+	if err != nil {
+		reg.Unmap()
+		return nil, err
+	}
+	c.setView(mem)
+	c.hint = shm.U64(mem, hintOff)
+	c.next = shm.U64(mem, nextOff)
+	c.l1 = shm.U64s(mem, l1Off, l1Entries)
+	return c, nil
+}
+
+func (c *cycle) setView(mem []byte) { c.view.Store(&mem) }
+
+// mem returns the mapped prefix of the file.
+func (c *cycle) mem() []byte { return *c.view.Load() }
+
+// refresh maps whatever the file has grown to, up to the reservation, and
+// returns the mapped prefix. Callers compare its length with what they
+// need: a header the writers promised is always inside the file.
+func (c *cycle) refresh(need int64) ([]byte, error) {
+	c.growMu.Lock()
+	defer c.growMu.Unlock()
+	mem := c.mem()
+	if int64(len(mem)) >= need {
+		return mem, nil
+	}
+	st, err := c.f.Stat()
+	if err != nil {
+		return mem, err
+	}
+	size := min(st.Size(), c.q.meta.MaxCycleSize) &^ (pageSize - 1)
+	if size <= int64(len(mem)) {
+		return mem, nil
+	}
+	mem, err = c.reg.Extend(c.f, int(size), c.writable)
+	if err != nil {
+		return c.mem(), err
+	}
+	c.setView(mem)
+	return mem, nil
+}
+
+// grow makes the file hold at least need bytes, preallocated in blocks,
+// and maps them. A full disk is an error here, never a SIGBUS later.
+func (c *cycle) grow(need int64) ([]byte, error) {
+	if need > c.q.meta.MaxCycleSize {
+		return c.mem(), ErrCycleFull
+	}
+	mem, err := c.refresh(need)
+	if err != nil || int64(len(mem)) >= need {
+		return mem, err
+	}
+	c.growMu.Lock()
+	defer c.growMu.Unlock()
+	block := int64(c.q.opts.BlockSize)
+	size := min((need+block-1)/block*block, c.q.meta.MaxCycleSize)
+	if err := shm.Preallocate(c.f, size); err != nil {
+		return c.mem(), err
+	}
+	mem, err = c.reg.Extend(c.f, int(size), c.writable)
+	if err != nil {
+		return c.mem(), err
+	}
+	c.setView(mem)
+	return mem, nil
+}
+
+// Slot walking. A position is a slot boundary and the sequence number of
+// the next message at or after it.
+
+func packHint(seq uint32, off int64) uint64 { return uint64(seq)<<32 | uint64(off>>3) }
+
+func unpackHint(h uint64) (uint32, int64) { return uint32(h >> 32), int64(uint32(h)) << 3 }
+
+// errEOF is returned by the walkers at an end-of-cycle header.
+var errEOF = errors.New("queue: end of cycle")
+
+// header returns the slot header at off, mapping more of the file when
+// off lies past the mapped prefix. ok is false when the file ends there.
+func (c *cycle) header(mem *[]byte, off int64) (uint64, bool, error) {
+	if off < dataStart || off&7 != 0 {
+		return 0, false, fmt.Errorf("%w: cycle %d: slot offset %d", ErrCorrupt, c.num, off)
+	}
+	if off+8 > int64(len(*mem)) {
+		m, err := c.refresh(off + 8)
+		*mem = m
+		if err != nil {
+			return 0, false, err
+		}
+		if off+8 > int64(len(m)) {
+			return 0, false, nil
+		}
+	}
+	return shm.U64(*mem, int(off)).Load(), true, nil
+}
+
+// slotEnd checks that a claimed slot with header h at off lies inside the
+// file and returns the offset of the next slot.
+func (c *cycle) slotEnd(mem *[]byte, off int64, h uint64) (int64, error) {
+	n := h & lenMask
+	if n > maxMessage {
+		return 0, fmt.Errorf("%w: cycle %d: slot at %d has length %d", ErrCorrupt, c.num, off, n)
+	}
+	end := off + slotSize(n)
+	if end > int64(len(*mem)) {
+		m, err := c.refresh(end)
+		*mem = m
+		if err != nil {
+			return 0, err
+		}
+		if end > int64(len(m)) {
+			return 0, fmt.Errorf("%w: cycle %d: slot at %d of %d bytes runs past the end of the file", ErrCorrupt, c.num, off, n)
+		}
+	}
+	return end, nil
+}
+
+// hintPos returns the write hint, checked against the mapping.
+func (c *cycle) hintPos() (uint32, int64) {
+	seq, off := unpackHint(c.hint.Load())
+	if off < dataStart {
+		return 0, dataStart
+	}
+	return seq, off
+}
+
+// end walks from the write hint to the first free slot. It returns errEOF
+// (with the EOF header's position) when the cycle is sealed.
+func (c *cycle) end() (uint32, int64, error) {
+	mem := c.mem()
+	seq, off := c.hintPos()
+	for {
+		h, ok, err := c.header(&mem, off)
+		if err != nil {
+			return seq, off, err
+		}
+		if !ok {
+			return seq, off, fmt.Errorf("%w: cycle %d: file ends at %d without a free slot", ErrCorrupt, c.num, off)
+		}
+		if h == 0 {
+			return seq, off, nil
+		}
+		if h&flagEOF != 0 {
+			return seq, off, errEOF
+		}
+		if off, err = c.slotEnd(&mem, off, h); err != nil {
+			return seq, off, err
+		}
+		if h&flagMeta == 0 {
+			seq++
+		}
+	}
+}
+
+// claim reserves a slot for n payload bytes at the end of the cycle by
+// CAS on the first free header (steps in docs/QUEUE-FORMAT.md). kind is
+// flagBusy for a message, flagMeta for an index array, flagEOF to seal.
+func (c *cycle) claim(n int, kind uint64, writer uint64) (seq uint32, off int64, hdr uint64, err error) {
+	mem := c.mem()
+	seq, off = c.hintPos()
+	size := slotSize(uint64(n))
+	if kind == flagEOF {
+		size = 0
+	}
+	for {
+		h, ok, err := c.header(&mem, off)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if !ok {
+			return 0, 0, 0, fmt.Errorf("%w: cycle %d: file ends at %d without a free slot", ErrCorrupt, c.num, off)
+		}
+		if h == 0 {
+			if kind == flagBusy && seq > maxSeq {
+				return 0, 0, 0, ErrCycleFull
+			}
+			// Leave room for the header after this slot, where the next
+			// message or the end-of-cycle mark goes.
+			if need := off + size + 8; need > int64(len(mem)) {
+				if mem, err = c.grow(need); err != nil {
+					return 0, 0, 0, err
+				}
+			}
+			hdr = kind | writer | uint64(n)
+			if shm.U64(mem, int(off)).CompareAndSwap(0, hdr) {
+				if kind != flagEOF {
+					next := seq
+					if kind == flagBusy {
+						next++
+					}
+					c.advanceHint(next, off+size)
+					if c.writable {
+						c.wantPretouch(off + size)
+					}
+				}
+				return seq, off, hdr, nil
+			}
+			continue
+		}
+		if h&flagEOF != 0 {
+			return seq, off, h, errEOF
+		}
+		if off, err = c.slotEnd(&mem, off, h); err != nil {
+			return 0, 0, 0, err
+		}
+		if h&flagMeta == 0 {
+			seq++
+		}
+	}
+}
+
+// advanceHint moves the write hint forward to (seq, off) unless another
+// appender moved it further.
+func (c *cycle) advanceHint(seq uint32, off int64) {
+	nw := packHint(seq, off)
+	for {
+		cur := c.hint.Load()
+		if _, o := unpackHint(cur); o >= off || c.hint.CompareAndSwap(cur, nw) {
+			return
+		}
+	}
+}
+
+// seal writes the end-of-cycle mark at the first free slot, unless the
+// cycle is sealed already.
+func (c *cycle) seal(writer uint64) error {
+	_, _, _, err := c.claim(0, flagEOF, writer)
+	if err == errEOF {
+		return nil
+	}
+	return err
+}
+
+// headerAt loads the slot header at off (tests and tools; off must be
+// inside the mapping).
+func (c *cycle) headerAt(off int64) uint64 {
+	mem := c.mem()
+	h, _, _ := c.header(&mem, off)
+	return h
+}

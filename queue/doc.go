@@ -1,0 +1,29 @@
+// Package queue is a persisted message queue in memory-mapped files,
+// shared by any number of goroutines and processes on one machine, in the
+// spirit of Chronicle Queue.
+//
+// A queue is a directory: queue.meta (settings, writer leases, named
+// tailers, the doorbell) and one cycle file per roll cycle (daily,
+// hourly, minutely, secondly or a 100 ms Fast roll for tests), named after
+// the cycle's start time. Cycle files grow in preallocated blocks
+// (Options.BlockSize) inside an address range reserved for the largest
+// one, so a full disk is an error from the append that needs the space,
+// never a SIGBUS, and views never move.
+//
+// Every message has a 64-bit index, cycle << 32 | sequence. Appends claim
+// the first free slot by CAS on its 8-byte header (0 -> not-complete |
+// length | writer lease), write the payload, and publish it with one
+// atomic store that clears not-complete; readers stop at a free or
+// not-complete slot. A slot whose writer died (its process gone, checked
+// with the pid and start time of its lease) is marked skipped after
+// Options.SkipAfter. A sparse index (every IndexSpacing-th message) lets a
+// tailer seek without scanning a cycle. docs/QUEUE-FORMAT.md and format.go
+// give the layout, the header bits and the numbered steps.
+//
+// Waiting: Tailer.Wait spins, yields, parks with back-off, or blocks. A
+// blocked tailer is woken directly by appends in its own process, and by
+// appends in other processes through a futex doorbell in queue.meta that
+// one notifier per process watches for many queues at once (FUTEX_WAITV);
+// appenders make no system call while nobody waits. Set lets an event
+// loop wait for many tailers at once.
+package queue

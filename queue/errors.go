@@ -1,0 +1,52 @@
+package queue
+
+import (
+	"errors"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Errors returned by the queue. Test for them with errors.Is; the returned
+// error usually wraps one of these with the path and the numbers involved.
+var (
+	// ErrNoMessage: no complete message at the tailer's position yet.
+	ErrNoMessage = errors.New("queue: no message yet")
+	// ErrClosed: the queue was closed.
+	ErrClosed = errors.New("queue: queue is closed")
+	// ErrReadOnly: an append or an acknowledgement through a queue opened
+	// read-only.
+	ErrReadOnly = errors.New("queue: queue is open read-only")
+	// ErrNotQueue: the directory holds files but no queue metadata.
+	ErrNotQueue = errors.New("queue: directory is not a queue")
+	// ErrTooLarge: the message is larger than a cycle file can take.
+	ErrTooLarge = errors.New("queue: message too large")
+	// ErrCycleFull: the current cycle file reached Options.MaxCycleSize
+	// (or 2^32-1 messages); appends succeed again after the next roll.
+	ErrCycleFull = errors.New("queue: cycle file is full")
+	// ErrTooManyWriters: every writer lease is held by a live process.
+	ErrTooManyWriters = errors.New("queue: too many writing processes")
+	// ErrTooManyTailers: every named-tailer slot is taken.
+	ErrTooManyTailers = errors.New("queue: too many named tailers")
+	// ErrNotFound: the index names no message of the queue (its cycle is
+	// missing or it lies past the end).
+	ErrNotFound = errors.New("queue: index not in the queue")
+	// ErrAbandoned: a reservation was committed after a reader had
+	// judged its writer dead and skipped the slot; the message is lost.
+	ErrAbandoned = errors.New("queue: message slot was abandoned")
+	// ErrOptionsMismatch: the options conflict with the existing queue.
+	ErrOptionsMismatch = errors.New("queue: options conflict with the existing queue")
+	// ErrInvalidOptions: the options cannot describe a queue.
+	ErrInvalidOptions = errors.New("queue: invalid options")
+
+	// ErrEmptyFile: a queue file exists but has no bytes.
+	ErrEmptyFile = shm.ErrEmpty
+	// ErrForeign: a queue file does not start with the expected magic
+	// number.
+	ErrForeign = shm.ErrForeign
+	// ErrTruncated: a queue file is shorter than its header needs.
+	ErrTruncated = shm.ErrTruncated
+	// ErrVersion: a queue file has a format version this code cannot read.
+	ErrVersion = shm.ErrVersion
+	// ErrCorrupt: a queue file's header or content is damaged.
+	ErrCorrupt = shm.ErrCorrupt
+)

@@ -1,0 +1,253 @@
+package queue
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The file formats, version 1. Part of the format: do not change any of it
+// without bumping formatVersion. docs/QUEUE-FORMAT.md describes it in full,
+// with the steps that change the shared words.
+//
+// All integers are little-endian; every word used atomically is aligned to
+// its size.
+//
+// The metadata file, queue.meta (metaSize bytes):
+//
+//	off   size  field
+//	  0      8  magic "OFFQUEUE"
+//	  8      4  format version (1)
+//	 12      4  metadata file size (16384)
+//	 16      4  roll cycle (1 daily, 2 hourly, 3 minutely, 4 secondly, 5 fast)
+//	 20      4  index spacing (power of two)
+//	 24      8  roll cycle length, nanoseconds
+//	 32      8  epoch: start of cycle 0, Unix seconds
+//	 40      8  maximum cycle file size
+//	 48      8  creation time, Unix nanoseconds
+//	 56    192  reserved, zero
+//	248      8  checksum: xxhash64 of bytes [0, 248)
+//	256     16  lock (internal/shm Mutex): leases and named tailers
+//	320      8  latest cycle + 1 (0: no cycle file yet)
+//	384      4  doorbell: futex word, odd while a wake-up is pending
+//	388      4  sleepers: processes watching the doorbell
+//	1024  4096  writer leases, 256 x {token uint64, generation uint64}
+//	5120  8192  named tailers, 128 x 64 bytes:
+//	              0  8  name length (0: free slot)
+//	              8  8  acknowledged index + 1 (0: none yet)
+//	             16 48  name
+//
+// A cycle file, one per roll cycle, named after the cycle's start time:
+//
+//	off   size  field
+//	  0      8  magic "OFFQCYCL"
+//	  8      4  format version (1)
+//	 12      4  header size (4096)
+//	 16      8  cycle number
+//	 24      8  previous cycle + 1 (0: the queue's first cycle)
+//	 32      4  index spacing      36  4  entries per index array (4096)
+//	 40      4  index arrays (480) 44  4  reserved, zero
+//	 48      8  creation time, Unix nanoseconds
+//	 56     64  reserved, zero
+//	120      8  checksum: xxhash64 of bytes [0, 120)
+//	128      8  write hint: sequence << 32 | offset / 8 of a slot boundary
+//	            at or before the first free slot
+//	192      8  next cycle + 1 (0: not rolled yet)
+//	256   3840  level-1 index: 480 offsets of index arrays (0: none yet)
+//	4096     -  slots, each an 8-byte header and a payload padded to 8
+//
+// Slot header (uint64):
+//
+//	bits  0-31  payload length
+//	bits 32-39  writer lease (index into the metadata file's lease table)
+//	bits 40-59  lease generation (never 0, so a claimed header is never 0)
+//	bit  60     metadata: an index array, not a message (takes no sequence)
+//	bit  61     skipped: abandoned by a dead writer (takes a sequence)
+//	bit  62     end of cycle: the next message is in the next cycle file
+//	bit  63     not complete: the writer is still writing the payload
+//
+// A header of 0 is a free slot. An index array holds indexEntries offsets:
+// entry i of array j is the offset of message (j*indexEntries+i)*spacing
+// (0: not recorded).
+const (
+	formatVersion = 1
+	metaMagic     = "OFFQUEUE"
+	cycleMagic    = "OFFQCYCL"
+	metaName      = "queue.meta"
+	cycleSuffix   = ".oq"
+
+	metaSize        = 16384
+	metaChecksumOff = 248
+	metaLockOff     = 256
+	metaLatestOff   = 320
+	metaBellOff     = 384
+	metaSleepersOff = 388
+	leaseTableOff   = 1024
+	maxLeases       = 256
+	leaseSize       = 16
+	tailerTableOff  = 5120
+	maxNamedTailers = 128
+	tailerSlotSize  = 64
+	maxTailerName   = 48
+
+	headerSize       = 4096
+	cycleChecksumOff = 120
+	hintOff          = 128
+	nextOff          = 192
+	l1Off            = 256
+	l1Entries        = (headerSize - l1Off) / 8 // 480
+	indexEntries     = 4096
+	indexArrayBytes  = indexEntries * 8
+	dataStart        = headerSize
+)
+
+// Slot header bits.
+const (
+	lenMask     = 1<<32 - 1
+	leaseShift  = 32
+	genShift    = 40
+	genMask     = 1<<20 - 1
+	flagMeta    = 1 << 60
+	flagSkipped = 1 << 61
+	flagEOF     = 1 << 62
+	flagBusy    = 1 << 63 // not complete
+	writerMask  = (1<<28 - 1) << leaseShift
+)
+
+// maxMessage is the largest payload: lengths past it are corrupt.
+const maxMessage = 1 << 30
+
+func slotSize(n uint64) int64 { return 8 + int64(n+7)&^7 }
+
+type metaHeader struct {
+	Version      uint32
+	Roll         RollCycle
+	IndexSpacing uint32
+	RollLength   time.Duration
+	Epoch        int64
+	MaxCycleSize int64
+	Created      int64
+}
+
+func (h *metaHeader) encode() []byte {
+	b := make([]byte, metaSize)
+	le := binary.LittleEndian
+	copy(b, metaMagic)
+	le.PutUint32(b[8:], h.Version)
+	le.PutUint32(b[12:], metaSize)
+	le.PutUint32(b[16:], uint32(h.Roll))
+	le.PutUint32(b[20:], h.IndexSpacing)
+	le.PutUint64(b[24:], uint64(h.RollLength))
+	le.PutUint64(b[32:], uint64(h.Epoch))
+	le.PutUint64(b[40:], uint64(h.MaxCycleSize))
+	le.PutUint64(b[48:], uint64(h.Created))
+	le.PutUint64(b[metaChecksumOff:], xxhash.Sum64(b[:metaChecksumOff]))
+	return b
+}
+
+// decodeMeta validates the metadata file's bytes (all of a file of
+// fileSize bytes, up to metaSize). Each failure wraps its own sentinel.
+func decodeMeta(b []byte, fileSize int64) (*metaHeader, error) {
+	le := binary.LittleEndian
+	if err := checkPrefix(b, fileSize, metaMagic, metaSize, metaChecksumOff); err != nil {
+		return nil, err
+	}
+	h := &metaHeader{
+		Version:      le.Uint32(b[8:]),
+		Roll:         RollCycle(le.Uint32(b[16:])),
+		IndexSpacing: le.Uint32(b[20:]),
+		RollLength:   time.Duration(le.Uint64(b[24:])),
+		Epoch:        int64(le.Uint64(b[32:])),
+		MaxCycleSize: int64(le.Uint64(b[40:])),
+		Created:      int64(le.Uint64(b[48:])),
+	}
+	switch {
+	case le.Uint32(b[12:]) != metaSize:
+		return nil, fmt.Errorf("%w: metadata size %d", ErrCorrupt, le.Uint32(b[12:]))
+	case !h.Roll.valid() || h.Roll.Length() != h.RollLength:
+		return nil, fmt.Errorf("%w: roll cycle %d of %v", ErrCorrupt, h.Roll, h.RollLength)
+	case !validSpacing(int64(h.IndexSpacing)):
+		return nil, fmt.Errorf("%w: index spacing %d", ErrCorrupt, h.IndexSpacing)
+	case h.MaxCycleSize < minCycleSize || h.MaxCycleSize > maxCycleSize || h.MaxCycleSize%pageSize != 0:
+		return nil, fmt.Errorf("%w: maximum cycle size %d", ErrCorrupt, h.MaxCycleSize)
+	case h.Epoch%86400 != 0:
+		return nil, fmt.Errorf("%w: epoch %d", ErrCorrupt, h.Epoch)
+	}
+	return h, nil
+}
+
+type cycleHeader struct {
+	Version      uint32
+	Cycle        uint64
+	Prev         uint64 // previous cycle + 1
+	IndexSpacing uint32
+	Created      int64
+}
+
+func (h *cycleHeader) encode() []byte {
+	b := make([]byte, headerSize)
+	le := binary.LittleEndian
+	copy(b, cycleMagic)
+	le.PutUint32(b[8:], h.Version)
+	le.PutUint32(b[12:], headerSize)
+	le.PutUint64(b[16:], h.Cycle)
+	le.PutUint64(b[24:], h.Prev)
+	le.PutUint32(b[32:], h.IndexSpacing)
+	le.PutUint32(b[36:], indexEntries)
+	le.PutUint32(b[40:], l1Entries)
+	le.PutUint64(b[48:], uint64(h.Created))
+	le.PutUint64(b[cycleChecksumOff:], xxhash.Sum64(b[:cycleChecksumOff]))
+	return b
+}
+
+// decodeCycle validates a cycle file's header page.
+func decodeCycle(b []byte, fileSize int64) (*cycleHeader, error) {
+	le := binary.LittleEndian
+	if err := checkPrefix(b, fileSize, cycleMagic, headerSize, cycleChecksumOff); err != nil {
+		return nil, err
+	}
+	h := &cycleHeader{
+		Version:      le.Uint32(b[8:]),
+		Cycle:        le.Uint64(b[16:]),
+		Prev:         le.Uint64(b[24:]),
+		IndexSpacing: le.Uint32(b[32:]),
+		Created:      int64(le.Uint64(b[48:])),
+	}
+	switch {
+	case le.Uint32(b[12:]) != headerSize || le.Uint32(b[36:]) != indexEntries || le.Uint32(b[40:]) != l1Entries:
+		return nil, fmt.Errorf("%w: header geometry %d/%d/%d", ErrCorrupt, le.Uint32(b[12:]), le.Uint32(b[36:]), le.Uint32(b[40:]))
+	case !validSpacing(int64(h.IndexSpacing)):
+		return nil, fmt.Errorf("%w: index spacing %d", ErrCorrupt, h.IndexSpacing)
+	case h.Cycle > maxCycle || h.Prev > h.Cycle:
+		return nil, fmt.Errorf("%w: cycle %d, previous %d", ErrCorrupt, h.Cycle, int64(h.Prev)-1)
+	}
+	return h, nil
+}
+
+// checkPrefix checks the magic, version, length and checksum common to
+// both files.
+func checkPrefix(b []byte, fileSize int64, magic string, size, sumOff int) error {
+	le := binary.LittleEndian
+	switch {
+	case fileSize == 0:
+		return ErrEmptyFile
+	case len(b) < len(magic) || string(b[:len(magic)]) != magic:
+		return ErrForeign
+	case len(b) < 12:
+		return fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, size)
+	}
+	if v := le.Uint32(b[8:]); v != formatVersion {
+		return fmt.Errorf("%w: file has version %d, this build reads version %d", ErrVersion, v, formatVersion)
+	}
+	if len(b) < size || fileSize < int64(size) {
+		return fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, size)
+	}
+	if got, want := le.Uint64(b[sumOff:]), xxhash.Sum64(b[:sumOff]); got != want {
+		return fmt.Errorf("%w: header checksum %#x, expected %#x", ErrCorrupt, got, want)
+	}
+	return nil
+}
+
+func validSpacing(n int64) bool { return n >= 1 && n <= 1<<16 && n&(n-1) == 0 }

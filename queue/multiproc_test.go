@@ -1,0 +1,255 @@
+package queue
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Multi-process tests re-run the test binary as helper processes chosen
+// by OFFQUEUE_HELPER.
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv("OFFQUEUE_HELPER"); role != "" {
+		os.Exit(runHelper(role, os.Getenv("OFFQUEUE_DIR"), os.Getenv("OFFQUEUE_ARGS")))
+	}
+	os.Exit(m.Run())
+}
+
+func helperCmd(t testing.TB, role, dir string, args ...any) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "OFFQUEUE_HELPER="+role, "OFFQUEUE_DIR="+dir,
+		"OFFQUEUE_ARGS="+strings.TrimSpace(fmt.Sprintln(args...)))
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func runHelper(role, dir, args string) int {
+	var a []int
+	for _, f := range strings.Fields(args) {
+		n, _ := strconv.Atoi(f)
+		a = append(a, n)
+	}
+	q, err := Open(dir, Options{Roll: Fast, SkipAfter: 5 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer q.Close()
+	switch role {
+	case "append": // writer id, count: then an end marker (count = -1)
+		buf := make([]byte, 16)
+		for i := 0; i < a[1]; i++ {
+			if _, err := q.Append(writerMsg(buf, a[0], i)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		q.Append(writerMsg(buf, a[0], -1))
+	case "tail": // writers to wait for (end markers), wait mode
+		return helperTail(q, a[0], WaitMode(a[1]))
+	case "reserve-and-hang": // claim a slot, say so, never commit
+		w, err := q.Reserve(16)
+		if err != nil {
+			return 1
+		}
+		fmt.Println("reserved", w.Index())
+		select {}
+	case "wait-once": // block until one message, print it
+		tl, _ := q.Tailer()
+		tl.SeekEnd()
+		fmt.Println("waiting")
+		if err := tl.Wait(context.Background(), Block); err != nil {
+			return 1
+		}
+		_, m, _ := tl.Next()
+		fmt.Printf("got %s\n", m)
+	}
+	return 0
+}
+
+// helperTail reads until it has seen the end markers of `ends` writers and
+// prints, per writer, how many messages it saw; it exits non-zero on a
+// duplicate, a gap or a reordering.
+func helperTail(q *Queue, ends int, mode WaitMode) int {
+	tl, _ := q.Tailer()
+	next := map[int]int{}
+	ended := 0
+	var last uint64
+	for ended < ends {
+		if err := tl.Wait(context.Background(), mode); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		idx, m, err := tl.Next()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if last != 0 && idx <= last {
+			fmt.Fprintf(os.Stderr, "index %#x after %#x\n", idx, last)
+			return 1
+		}
+		last = idx
+		w, n, ok := parseWriterMsg(m)
+		switch {
+		case !ok:
+			fmt.Fprintf(os.Stderr, "bad message %x at %#x\n", m, idx)
+			return 1
+		case n == -1:
+			ended++
+		case n != next[w]:
+			fmt.Fprintf(os.Stderr, "writer %d: message %d where %d was due\n", w, n, next[w])
+			return 1
+		default:
+			next[w] = n + 1
+		}
+	}
+	for w, n := range next {
+		fmt.Printf("%d %d\n", w, n)
+	}
+	return 0
+}
+
+// tailCounts runs a tail helper and returns its per-writer counts.
+func startTail(t *testing.T, dir string, ends int, mode WaitMode) func() map[int]int {
+	cmd := helperCmd(t, "tail", dir, ends, int(mode))
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() map[int]int {
+		counts := map[int]int{}
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var w, n int
+			fmt.Sscan(sc.Text(), &w, &n)
+			counts[w] = n
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("tailer: %v", err)
+		}
+		return counts
+	}
+}
+
+func perProcess() int {
+	if testing.Short() {
+		return 30000
+	}
+	return 300000
+}
+
+func TestMultiProcess(t *testing.T) {
+	dir := t.TempDir()
+	per := perProcess()
+	q := openT(t, dir, Options{Roll: Fast}) // create it before the helpers start
+	_ = q
+	tails := []func() map[int]int{startTail(t, dir, 3, Block), startTail(t, dir, 3, Yield)}
+	var cmds []*exec.Cmd
+	for w := 0; w < 3; w++ {
+		cmd := helperCmd(t, "append", dir, w, per)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("appender: %v", err)
+		}
+	}
+	for i, wait := range tails {
+		counts := wait()
+		for w := 0; w < 3; w++ {
+			if counts[w] != per {
+				t.Fatalf("tailer %d saw %d messages of writer %d, want %d", i, counts[w], w, per)
+			}
+		}
+	}
+}
+
+// TestMultiProcessKill kills one appender with SIGKILL at random instants
+// (several times, restarting it under a new writer id) while two others
+// append and two tailers read. Each killed writer's messages must arrive
+// as an unbroken prefix, the same for both tailers, including every
+// message the test saw committed before the kill.
+func TestMultiProcessKill(t *testing.T) {
+	dir := t.TempDir()
+	per := perProcess()
+	q := openT(t, dir, Options{Roll: Fast})
+	const kills = 4
+	tails := []func() map[int]int{startTail(t, dir, 3, Block), startTail(t, dir, 3, Spin)}
+	var survivors []*exec.Cmd
+	for w := 0; w < 2; w++ {
+		cmd := helperCmd(t, "append", dir, w, per)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		survivors = append(survivors, cmd)
+	}
+	// Watch the queue to kill each victim after a random number of its
+	// messages has been committed.
+	watch := tailerT(t, q)
+	seen := map[int]int{}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for k := 0; k < kills; k++ {
+		victim := 10 + k
+		cmd := helperCmd(t, "append", dir, victim, per)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		at := 1 + rng.IntN(per/(kills+1))
+		for seen[victim] < at {
+			if err := watch.Wait(context.Background(), Yield); err != nil {
+				t.Fatal(err)
+			}
+			_, m, _ := watch.Next()
+			if w, n, ok := parseWriterMsg(m); ok && n != -1 {
+				seen[w] = max(seen[w], n+1)
+			}
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	last := helperCmd(t, "append", dir, 99, per)
+	if err := last.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range append(survivors, last) {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("appender: %v", err)
+		}
+	}
+	var results []map[int]int
+	var mu sync.Mutex
+	for _, wait := range tails {
+		c := wait()
+		mu.Lock()
+		results = append(results, c)
+		mu.Unlock()
+	}
+	for i, counts := range results {
+		for _, w := range []int{0, 1, 99} {
+			if counts[w] != per {
+				t.Fatalf("tailer %d saw %d messages of writer %d, want %d", i, counts[w], w, per)
+			}
+		}
+		for k := 0; k < kills; k++ {
+			v := 10 + k
+			if counts[v] < seen[v] || counts[v] != results[0][v] {
+				t.Fatalf("killed writer %d: tailer %d saw %d messages, tailer 0 %d, committed before the kill %d",
+					v, i, counts[v], results[0][v], seen[v])
+			}
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package queue
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// The notifier of a process watches the doorbells of every queue that has
+// a blocked tailer in this process, with FUTEX_WAITV: one goroutine (and
+// so one thread, blocked in the kernel) per MaxWaitv-1 doorbells, not one
+// per tailer. When a doorbell changes it clears the pending bit and wakes
+// the queue's listeners, which check for data themselves.
+type notifier struct {
+	mu     sync.Mutex
+	shards []*shard
+}
+
+var procNotifier notifier
+
+// shard is one notifier goroutine and the doorbells it watches. Its
+// control word (ordinary memory) is bumped to make it rebuild its list.
+type shard struct {
+	ctrl  atomic.Uint32
+	mu    sync.Mutex
+	qs    []*Queue
+	base  []uint32 // last doorbell value seen per queue
+	count int      // len(qs), read under notifier.mu
+}
+
+const shardCap = shm.MaxWaitv - 1
+
+func (n *notifier) watch(q *Queue, base uint32) {
+	n.mu.Lock()
+	var s *shard
+	for _, x := range n.shards {
+		if x.count < shardCap {
+			s = x
+			break
+		}
+	}
+	if s == nil {
+		s = &shard{}
+		n.shards = append(n.shards, s)
+		go s.run()
+	}
+	s.count++
+	n.mu.Unlock()
+	s.mu.Lock()
+	s.qs = append(s.qs, q)
+	s.base = append(s.base, base)
+	s.mu.Unlock()
+	q.wake.shard = s
+	s.kick()
+}
+
+// unwatch stops watching q. After it returns the shard no longer reads
+// q's doorbell, so q's metadata file may be unmapped.
+func (n *notifier) unwatch(q *Queue, s *shard) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	for i, x := range s.qs {
+		if x == q {
+			last := len(s.qs) - 1
+			s.qs[i], s.base[i] = s.qs[last], s.base[last]
+			s.qs[last] = nil
+			s.qs, s.base = s.qs[:last], s.base[:last]
+			break
+		}
+	}
+	s.mu.Unlock()
+	n.mu.Lock()
+	s.count--
+	n.mu.Unlock()
+	s.kick()
+}
+
+func (s *shard) kick() {
+	s.ctrl.Add(1)
+	shm.FutexWake(&s.ctrl, 1)
+}
+
+func (s *shard) run() {
+	var vec []shm.Waitv
+	var changed []*Queue
+	for {
+		s.mu.Lock()
+		vec = vec[:0]
+		vec = append(vec, shm.Waitv{})
+		vec[0].SetWord(&s.ctrl, s.ctrl.Load())
+		for i, q := range s.qs {
+			vec = append(vec, shm.Waitv{})
+			vec[len(vec)-1].SetWord(q.bell, s.base[i])
+		}
+		s.mu.Unlock()
+		// A doorbell unmapped meanwhile makes the call fail (EFAULT)
+		// or sleep until the kick that unwatch sends: both are fine.
+		shm.FutexWaitv(vec)
+		s.mu.Lock()
+		changed = changed[:0]
+		for i, q := range s.qs {
+			if q.bell.Load() != s.base[i] {
+				s.base[i] = clearBell(q.bell)
+				changed = append(changed, q)
+			}
+		}
+		s.mu.Unlock()
+		for i, q := range changed {
+			if l := q.wake.list.Load(); l != nil {
+				for _, x := range *l {
+					x.fire()
+				}
+			}
+			q.wake.idleWake(q)
+			changed[i] = nil
+		}
+	}
+}

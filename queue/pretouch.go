@@ -1,0 +1,62 @@
+package queue
+
+import "sync/atomic"
+
+// Pretouching. The first write to each page of a cycle file takes a page
+// fault that costs microseconds, many times an append. Like Chronicle
+// Queue's pretoucher, a background goroutine of the process keeps the file
+// grown and its pages faulted in about one block ahead of the appenders,
+// so that appends rarely meet a fresh page or a file that must grow.
+
+var pretouchCh = make(chan *cycle, 256)
+
+var pretoucherStarted atomic.Bool
+
+// wantPretouch asks for the pages after end to be prepared, unless they
+// are already or a request is pending.
+func (c *cycle) wantPretouch(end int64) {
+	if end+int64(c.q.opts.BlockSize)/2 <= c.touched.Load() || !c.ahead.CompareAndSwap(false, true) {
+		return
+	}
+	if !c.tryRef() {
+		c.ahead.Store(false)
+		return
+	}
+	if pretoucherStarted.CompareAndSwap(false, true) {
+		go pretoucher()
+	}
+	select {
+	case pretouchCh <- c:
+	default:
+		c.ahead.Store(false)
+		c.release()
+	}
+}
+
+func pretoucher() {
+	for c := range pretouchCh {
+		c.pretouch()
+		c.ahead.Store(false)
+		c.release()
+	}
+}
+
+// pretouch grows the file to one block past the end of the slots and
+// faults in the pages between.
+func (c *cycle) pretouch() {
+	_, end := c.hintPos()
+	target := min(end+int64(c.q.opts.BlockSize), c.q.meta.MaxCycleSize)
+	from := max(c.touched.Load(), end)
+	if _, err := c.grow(target); err != nil {
+		return
+	}
+	c.growMu.Lock()
+	c.reg.Populate(int(from), int(target))
+	c.growMu.Unlock()
+	for {
+		cur := c.touched.Load()
+		if cur >= target || c.touched.CompareAndSwap(cur, target) {
+			return
+		}
+	}
+}

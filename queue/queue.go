@@ -1,0 +1,398 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Queue is a persisted queue: a directory holding a metadata file and one
+// cycle file per roll cycle, shared by every goroutine and process that
+// opens it. Appends and tailers are safe for concurrent use; Close must
+// come after the queue's other uses have returned.
+type Queue struct {
+	dir      string
+	opts     Options
+	meta     metaHeader
+	readOnly bool
+	self     shm.Token
+	spacing  uint // log2 of the index spacing
+
+	metaFile *os.File
+	metaMap  *shm.Mapping
+	lock     *shm.Mutex
+	latest   *atomic.Uint64 // latest cycle + 1
+	bell     *atomic.Uint32
+	sleepers *atomic.Uint32
+	leases   []atomic.Uint64 // token, generation pairs
+	tailers  []byte          // the named-tailer table
+
+	mu      sync.Mutex        // guards cycles, idle, open tailers
+	cycles  map[uint32]*cycle // mapped cycle files
+	idle    []*cycle          // unreferenced but still mapped, oldest first
+	tailSet map[*Tailer]struct{}
+	closed  atomic.Bool
+
+	appendMu   sync.Mutex            // serialises rolls and lease changes
+	wcur       atomic.Pointer[cycle] // the cycle appends go to (holds a reference)
+	writerBits uint64                // this process's lease in slot headers
+	leaseIdx   int                   // -1: no lease yet
+	rollAt     atomic.Int64          // with a test clock: when wcur's cycle ends
+	rollFlag   atomic.Bool           // without: raised by rollTimer at its end
+	rollTimer  *time.Timer           // guarded by appendMu
+
+	wake waitState
+}
+
+// idleCycles is how many unreferenced cycle files a process keeps mapped,
+// so that tailers and appenders crossing a roll do not map them again and
+// views of a just-left cycle stay readable a while.
+const idleCycles = 2
+
+var monoBase = time.Now()
+
+// mono returns monotonic nanoseconds.
+func mono() int64 { return int64(time.Since(monoBase)) }
+
+// Open opens the queue in dir, creating the directory and the queue when
+// they do not exist (unless opts.ReadOnly). A directory that holds other
+// files but no queue gives ErrNotQueue.
+func Open(dir string, opts Options) (*Queue, error) {
+	o, err := opts.check()
+	if err != nil {
+		return nil, err
+	}
+	q, err := open(dir, o)
+	if err != nil {
+		return nil, fmt.Errorf("queue: open %s: %w", dir, err)
+	}
+	return q, nil
+}
+
+func open(dir string, o Options) (*Queue, error) {
+	if !o.ReadOnly {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if st, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("%w: not a directory", ErrNotQueue)
+	}
+	path := filepath.Join(dir, metaName)
+	for attempt := 0; ; attempt++ {
+		f, readOnly, err := openFile(path, o.ReadOnly)
+		if errors.Is(err, os.ErrNotExist) && !o.ReadOnly && attempt < 3 {
+			err = createMeta(dir, path, o)
+			if err == nil || errors.Is(err, os.ErrExist) {
+				continue
+			}
+			return nil, err
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: no %s", ErrNotQueue, metaName)
+		}
+		if err != nil {
+			return nil, err
+		}
+		q, err := openMeta(dir, f, readOnly, o)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return q, nil
+	}
+}
+
+func openFile(path string, readOnly bool) (*os.File, bool, error) {
+	if !readOnly {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil || !errors.Is(err, os.ErrPermission) {
+			return f, false, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	return f, true, err
+}
+
+// createMeta makes a new queue in dir, which must hold no other files.
+func createMeta(dir, path string, o Options) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			return fmt.Errorf("%w: it holds %s but no %s", ErrNotQueue, e.Name(), metaName)
+		}
+	}
+	now := time.Now()
+	if o.Clock != nil {
+		now = o.Clock()
+	}
+	h := o.newMeta(now)
+	return shm.CreateAtomic(path, o.FileMode, metaSize, func(f *os.File) error {
+		_, err := f.WriteAt(h.encode(), 0)
+		return err
+	})
+}
+
+func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) {
+	// Every process holds a shared flock on the metadata file while the
+	// queue is open, so one that gets it exclusively knows it is alone.
+	alone := !readOnly && shm.Flock(f, true, true) == nil
+	if !alone {
+		if err := shm.Flock(f, false, false); err != nil {
+			return nil, err
+		}
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrForeign, metaName)
+	}
+	b := make([]byte, min(st.Size(), metaSize))
+	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	h, err := decodeMeta(b, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", metaName, err)
+	}
+	if err := o.matches(h); err != nil {
+		return nil, err
+	}
+	mp, err := shm.Map(f, 0, metaSize, !readOnly)
+	if err != nil {
+		return nil, err
+	}
+	m := mp.Bytes()
+	q := &Queue{
+		dir:      dir,
+		opts:     o,
+		meta:     *h,
+		readOnly: readOnly,
+		self:     shm.Self(),
+		spacing:  uint(bits.TrailingZeros32(h.IndexSpacing)),
+		metaFile: f,
+		metaMap:  mp,
+		lock:     shm.MutexAt(m, metaLockOff),
+		latest:   shm.U64(m, metaLatestOff),
+		bell:     shm.U32(m, metaBellOff),
+		sleepers: shm.U32(m, metaSleepersOff),
+		leases:   shm.U64s(m, leaseTableOff, 2*maxLeases),
+		tailers:  m[tailerTableOff : tailerTableOff+maxNamedTailers*tailerSlotSize],
+		cycles:   make(map[uint32]*cycle),
+		tailSet:  make(map[*Tailer]struct{}),
+		leaseIdx: -1,
+	}
+	if alone {
+		q.recoverAlone()
+		if err := shm.Flock(f, false, false); err != nil {
+			q.unmapMeta()
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// recoverAlone clears what dead processes left in the metadata file: their
+// writer leases and their count among the doorbell's sleepers. Only a
+// process that holds the flock exclusively may call it.
+func (q *Queue) recoverAlone() {
+	q.sleepers.Store(0)
+	for i := 0; i < maxLeases; i++ {
+		if tok := q.leases[2*i].Load(); tok != 0 && !shm.Alive(shm.Token(tok)) {
+			q.leases[2*i].Store(0)
+		}
+	}
+	if owner := q.lock.Owner(); owner != 0 && !shm.Alive(owner) {
+		q.lock.ForceUnlock(owner)
+	}
+	q.lock.ResetSleepers()
+}
+
+// Dir returns the queue's directory.
+func (q *Queue) Dir() string { return q.dir }
+
+// ReadOnly reports whether appends are refused.
+func (q *Queue) ReadOnly() bool { return q.readOnly }
+
+// RollCycle returns the queue's roll cycle.
+func (q *Queue) RollCycle() RollCycle { return q.meta.Roll }
+
+// Close waits for appends in flight, then unmaps the queue's files. Views
+// returned by tailers must not be used afterwards, and the queue's tailers
+// and reservations must not be used concurrently with Close.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	if !q.closed.CompareAndSwap(false, true) {
+		q.mu.Unlock()
+		return nil
+	}
+	tailers := make([]*Tailer, 0, len(q.tailSet))
+	for t := range q.tailSet {
+		tailers = append(tailers, t)
+	}
+	q.mu.Unlock()
+	q.wake.disarmAll(q)
+	for _, t := range tailers {
+		t.Close()
+	}
+	q.appendMu.Lock()
+	if c := q.wcur.Swap(nil); c != nil {
+		c.release()
+	}
+	if q.rollTimer != nil {
+		q.rollTimer.Stop()
+	}
+	q.appendMu.Unlock()
+	// Appends in flight hold a reference to their cycle: wait for them.
+	for {
+		q.mu.Lock()
+		busy := len(q.cycles) > len(q.idle)
+		q.mu.Unlock()
+		if !busy {
+			break
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	q.mu.Lock()
+	var err error
+	for _, c := range q.idle {
+		if e := c.unmap(); err == nil {
+			err = e
+		}
+	}
+	q.idle, q.cycles = nil, nil
+	q.mu.Unlock()
+	q.releaseLease()
+	if e := q.unmapMeta(); err == nil {
+		err = e
+	}
+	return err
+}
+
+func (q *Queue) unmapMeta() error {
+	err := q.metaMap.Unmap()
+	if e := q.metaFile.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// Sync writes the queue's changed pages to disk and waits (msync). Without
+// it, messages survive any process crash but not a power loss.
+func (q *Queue) Sync() error {
+	if q.closed.Load() {
+		return ErrClosed
+	}
+	q.mu.Lock()
+	cs := make([]*cycle, 0, len(q.cycles))
+	for _, c := range q.cycles {
+		cs = append(cs, c)
+	}
+	q.mu.Unlock()
+	for _, c := range cs {
+		c.growMu.Lock()
+		err := c.reg.Sync()
+		c.growMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return q.metaMap.Sync()
+}
+
+// cycleOf returns the cycle that contains time t.
+func (q *Queue) cycleOf(t time.Time) uint32 {
+	d := t.Unix() - q.meta.Epoch
+	if d < 0 {
+		return 0
+	}
+	n := (d*int64(time.Second) + int64(t.Nanosecond())) / int64(q.meta.RollLength)
+	return uint32(min(n, maxCycle))
+}
+
+// cycleStart returns the start time of cycle n.
+func (q *Queue) cycleStart(n uint32) time.Time {
+	return time.Unix(q.meta.Epoch, 0).Add(time.Duration(n) * q.meta.RollLength).UTC()
+}
+
+func (q *Queue) cycleName(n uint32) string {
+	return q.cycleStart(n).Format(rolls[q.meta.Roll].layout) + cycleSuffix
+}
+
+func (q *Queue) cyclePath(n uint32) string { return filepath.Join(q.dir, q.cycleName(n)) }
+
+// parseCycleName returns the cycle a file name stands for.
+func (q *Queue) parseCycleName(name string) (uint32, bool) {
+	base, ok := strings.CutSuffix(name, cycleSuffix)
+	if !ok {
+		return 0, false
+	}
+	t, err := time.Parse(rolls[q.meta.Roll].layout, base)
+	if err != nil || t.Unix() < q.meta.Epoch {
+		return 0, false
+	}
+	n := q.cycleOf(t)
+	return n, q.cycleName(n) == name
+}
+
+// listCycles returns the cycle numbers present in the directory, sorted.
+func (q *Queue) listCycles() ([]uint32, error) {
+	ents, err := os.ReadDir(q.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint32
+	for _, e := range ents {
+		if n, ok := q.parseCycleName(e.Name()); ok {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// firstCycleFrom returns the first cycle file at or after n.
+func (q *Queue) firstCycleFrom(n uint32) (uint32, bool, error) {
+	cs, err := q.listCycles()
+	if err != nil {
+		return 0, false, err
+	}
+	for _, c := range cs {
+		if c >= n {
+			return c, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// Cycles returns the numbers of the queue's cycle files, oldest first.
+func (q *Queue) Cycles() ([]uint32, error) { return q.listCycles() }
+
+// Index builds a message index from a cycle and a sequence number.
+func Index(cycle, seq uint32) uint64 { return uint64(cycle)<<32 | uint64(seq) }
+
+// SplitIndex returns the cycle and the sequence number of an index.
+func SplitIndex(idx uint64) (cycle, seq uint32) { return uint32(idx >> 32), uint32(idx) }
+
+func (q *Queue) event(kind CycleEventKind, n uint32) {
+	if q.opts.OnCycle != nil {
+		q.opts.OnCycle(CycleEvent{Kind: kind, Cycle: n, Path: q.cyclePath(n)})
+	}
+}

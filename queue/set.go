@@ -1,0 +1,172 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Set watches many tailers, possibly of many queues, for an event loop
+// that serves them all from one goroutine: Wait blocks until some of them
+// have messages and returns those. Appends in this process mark the
+// queue ready directly; appends in other processes through the doorbell
+// and the process's notifier. Add and Remove may be called from any
+// goroutine; Wait from one at a time.
+type Set struct {
+	mu      sync.Mutex
+	entries map[*Queue]*setEntry
+	ready   []*setEntry // queues notified since the last Wait
+	spare   []*setEntry
+	last    []*Tailer // returned by the last Wait: checked again
+	stalled []*Tailer // at a message whose writer may have died
+	mark    uint64
+	ch      chan struct{}
+	timer   *time.Timer
+	skip    time.Duration // shortest SkipAfter of the stalled tailers
+}
+
+// setEntry is a Set's listener on one queue.
+type setEntry struct {
+	set     *Set
+	q       *Queue
+	tailers []*Tailer // guarded by set.mu
+	queued  atomic.Bool
+	l       listener
+}
+
+// NewSet returns an empty set.
+func NewSet() *Set {
+	return &Set{entries: make(map[*Queue]*setEntry), ch: make(chan struct{}, 1)}
+}
+
+// Add starts watching t. A tailer belongs to at most one set; remove it
+// before closing it.
+func (s *Set) Add(t *Tailer) {
+	s.mu.Lock()
+	e := s.entries[t.q]
+	if e == nil {
+		e = &setEntry{set: s, q: t.q}
+		e.l.entry = e
+		s.entries[t.q] = e
+	}
+	e.tailers = append(e.tailers, t)
+	first := len(e.tailers) == 1
+	s.mu.Unlock()
+	if first {
+		t.q.wake.add(t.q, &e.l)
+	}
+	e.notify() // it may have data already
+}
+
+// Remove stops watching t.
+func (s *Set) Remove(t *Tailer) {
+	s.mu.Lock()
+	e := s.entries[t.q]
+	if e == nil {
+		s.mu.Unlock()
+		return
+	}
+	for i, x := range e.tailers {
+		if x == t {
+			e.tailers = append(e.tailers[:i], e.tailers[i+1:]...)
+			break
+		}
+	}
+	for i, x := range s.last {
+		if x == t {
+			s.last = append(s.last[:i], s.last[i+1:]...)
+			break
+		}
+	}
+	empty := len(e.tailers) == 0
+	if empty {
+		delete(s.entries, t.q)
+	}
+	s.mu.Unlock()
+	if empty {
+		t.q.wake.remove(&e.l)
+	}
+}
+
+func (e *setEntry) notify() {
+	if !e.queued.CompareAndSwap(false, true) {
+		return
+	}
+	s := e.set
+	s.mu.Lock()
+	s.ready = append(s.ready, e)
+	s.mu.Unlock()
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+}
+
+// Wait blocks until at least one tailer of the set has a message (or
+// met an error reading), appends those tailers to dst[:0] and returns
+// it. Tailers returned and not drained are returned again by the next
+// Wait. It allocates nothing once dst and the set's lists have grown.
+func (s *Set) Wait(ctx context.Context, dst []*Tailer) ([]*Tailer, error) {
+	dst = dst[:0]
+	for {
+		s.mu.Lock()
+		s.mark++
+		mark := s.mark
+		stalled := s.stalled
+		s.stalled, s.skip = s.stalled[:0], 0
+		for _, t := range s.last {
+			dst = s.check(dst, t, mark)
+		}
+		for _, t := range stalled {
+			dst = s.check(dst, t, mark)
+		}
+		ready := s.ready
+		s.ready, s.spare = s.spare[:0], ready
+		for _, e := range ready {
+			e.queued.Store(false)
+			for _, t := range e.tailers {
+				dst = s.check(dst, t, mark)
+			}
+		}
+		clear(ready)
+		s.last = append(s.last[:0], dst...)
+		var stall <-chan time.Time
+		if len(s.stalled) > 0 {
+			// No append will come to wake a tailer at a dead writer's
+			// message: look again when SkipAfter has passed.
+			if s.timer == nil {
+				s.timer = time.NewTimer(s.skip)
+			} else {
+				s.timer.Reset(s.skip)
+			}
+			stall = s.timer.C
+		}
+		s.mu.Unlock()
+		if len(dst) > 0 {
+			return dst, nil
+		}
+		select {
+		case <-s.ch:
+		case <-stall:
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+	}
+}
+
+func (s *Set) check(dst []*Tailer, t *Tailer, mark uint64) []*Tailer {
+	if t.setMark == mark {
+		return dst
+	}
+	t.setMark = mark
+	if _, err := t.peek(); err != ErrNoMessage {
+		dst = append(dst, t)
+	} else if t.stalled() {
+		s.stalled = append(s.stalled, t)
+		if d := t.q.opts.SkipAfter; s.skip == 0 || d < s.skip {
+			s.skip = d
+		}
+	}
+	return dst
+}

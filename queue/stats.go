@@ -1,0 +1,103 @@
+package queue
+
+import (
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Stats describes a queue.
+type Stats struct {
+	Dir           string
+	FormatVersion int
+	Roll          RollCycle
+	IndexSpacing  int
+	MaxCycleSize  int64
+	Created       time.Time
+	Cycles        []CycleStats
+	Writers       []int // pids holding a writer lease
+	Tailers       []TailerStats
+	Watchers      int // processes watching the doorbell
+}
+
+// CycleStats describes one cycle file.
+type CycleStats struct {
+	Cycle     uint32
+	Path      string
+	FileSize  int64
+	Messages  uint32 // index of the next message: messages and skipped slots
+	BytesUsed int64  // slot bytes up to the end
+	Sealed    bool   // rolled over: no more messages will come
+	Err       error  // the file could not be read
+}
+
+// TailerStats describes a named tailer.
+type TailerStats struct {
+	Name  string
+	Acked uint64 // index after the last acknowledged message
+	Any   bool   // false: nothing acknowledged yet
+}
+
+// Stats returns the queue's layout and the fill of its cycle files. It
+// maps each cycle file in turn.
+func (q *Queue) Stats() (Stats, error) {
+	st := Stats{
+		Dir:           q.dir,
+		FormatVersion: formatVersion,
+		Roll:          q.meta.Roll,
+		IndexSpacing:  int(q.meta.IndexSpacing),
+		MaxCycleSize:  q.meta.MaxCycleSize,
+		Created:       time.Unix(0, q.meta.Created),
+	}
+	if q.closed.Load() {
+		return st, ErrClosed
+	}
+	st.Watchers = int(q.sleepers.Load())
+	for i := 0; i < maxLeases; i++ {
+		if tok := q.leases[2*i].Load(); tok != 0 && shm.Alive(shm.Token(tok)) {
+			st.Writers = append(st.Writers, shm.Token(tok).PID())
+		}
+	}
+	for i := 0; i < maxNamedTailers; i++ {
+		n := q.tailerWord(i, 0).Load()
+		if n == 0 {
+			continue
+		}
+		acked := q.tailerWord(i, 8).Load()
+		st.Tailers = append(st.Tailers, TailerStats{
+			Name:  string(q.tailerName(i, int(n))),
+			Acked: max(acked, 1) - 1,
+			Any:   acked != 0,
+		})
+	}
+	cs, err := q.listCycles()
+	if err != nil {
+		return st, err
+	}
+	for _, n := range cs {
+		st.Cycles = append(st.Cycles, q.cycleStats(n))
+	}
+	return st, nil
+}
+
+func (q *Queue) cycleStats(n uint32) CycleStats {
+	cs := CycleStats{Cycle: n, Path: q.cyclePath(n)}
+	c, _, err := q.acquire(n, false, 0)
+	if err != nil {
+		cs.Err = err
+		return cs
+	}
+	defer c.release()
+	if st, err := c.f.Stat(); err == nil {
+		cs.FileSize = st.Size()
+	}
+	seq, off, err := c.end()
+	cs.Messages, cs.BytesUsed = seq, off-dataStart
+	switch {
+	case err == errEOF:
+		cs.Sealed = true
+	case err != nil:
+		cs.Err = err
+	}
+	return cs
+}

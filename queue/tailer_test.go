@@ -1,0 +1,212 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+)
+
+func TestNamedTailerRestart(t *testing.T) {
+	dir := t.TempDir()
+	q := openT(t, dir, Options{})
+	for i := 0; i < 100; i++ {
+		q.Append(msgOf(i))
+	}
+	tl, err := q.NamedTailer("billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		if _, _, err := tl.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tl.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	tl.Next() // read but not acknowledged: seen again after a restart
+	other, _ := q.NamedTailer("audit")
+	other.Next()
+	q.Close()
+
+	q = openT(t, dir, Options{})
+	tl, err = q.NamedTailer("billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := tl.Next(); err != nil || !bytes.Equal(m, msgOf(40)) {
+		t.Fatalf("restarted named tailer read %q %v, want %q", m, err, msgOf(40))
+	}
+	st, _ := q.Stats()
+	if len(st.Tailers) != 2 || st.Tailers[0].Name != "billing" || !st.Tailers[0].Any || st.Tailers[1].Any {
+		t.Fatalf("tailer stats %+v", st.Tailers)
+	}
+	if err := q.DeleteTailer("audit"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.DeleteTailer("audit"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := q.NamedTailer(string(make([]byte, 49))); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("long name: %v", err)
+	}
+}
+
+func TestReadCopyAndDrain(t *testing.T) {
+	q := openT(t, t.TempDir(), Options{})
+	for i := 0; i < 10; i++ {
+		q.Append(msgOf(i))
+	}
+	tl := tailerT(t, q)
+	small := make([]byte, 4)
+	if n, _, err := tl.Read(small); err != io.ErrShortBuffer || n != len(msgOf(0)) {
+		t.Fatalf("short read: %d %v", n, err)
+	}
+	buf := make([]byte, 64)
+	n, idx, err := tl.Read(buf)
+	if err != nil || !bytes.Equal(buf[:n], msgOf(0)) {
+		t.Fatalf("read %q %v", buf[:n], err)
+	}
+	var got []uint64
+	k, err := tl.Drain(4, func(i uint64, m []byte) bool { got = append(got, i); return true })
+	if err != nil || k != 4 || got[0] != idx+1 {
+		t.Fatalf("drain: %d %v %v", k, got, err)
+	}
+	k, _ = tl.Drain(0, func(uint64, []byte) bool { return true })
+	if k != 5 {
+		t.Fatalf("drained %d, want 5", k)
+	}
+}
+
+func TestCycleFull(t *testing.T) {
+	clk := newClock()
+	q := openT(t, t.TempDir(), Options{Clock: clk.Now, Roll: Minutely, MaxCycleSize: 64 << 10, BlockSize: 16 << 10})
+	msg := make([]byte, 1000)
+	n := 0
+	for {
+		_, err := q.Append(msg)
+		if errors.Is(err, ErrCycleFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	// The header page, the first index array and room for the end mark
+	// take their share.
+	if want := (64<<10 - dataStart - slotSize(indexArrayBytes) - 8) / slotSize(1000); int64(n) != want {
+		t.Fatalf("%d messages of 1000 bytes fit in 64 KiB, want %d", n, want)
+	}
+	if _, err := q.Append(make([]byte, 70<<10)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("huge message: %v", err)
+	}
+	clk.Advance(time.Minute)
+	if _, err := q.Append(msg); err != nil {
+		t.Fatalf("after the roll: %v", err)
+	}
+	tl := tailerT(t, q)
+	k, err := tl.Drain(0, func(uint64, []byte) bool { return true })
+	if err != nil || k != n+1 {
+		t.Fatalf("read %d, %v; want %d", k, err, n+1)
+	}
+}
+
+// TestDeadWriterSkipped claims a slot in the name of a writer lease that
+// no process holds, as a writer killed mid-message leaves it.
+func TestDeadWriterSkipped(t *testing.T) {
+	q := openT(t, t.TempDir(), Options{SkipAfter: time.Millisecond})
+	q.Append([]byte("before"))
+	c := q.wcur.Load()
+	dead := uint64(200)<<leaseShift | uint64(7)<<genShift
+	_, deadOff, _, err := c.claim(10, flagBusy, dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Append([]byte("after"))
+	tl := tailerT(t, q)
+	if _, m, _ := tl.Next(); string(m) != "before" {
+		t.Fatalf("read %q", m)
+	}
+	if tl.HasNext() {
+		t.Fatal("a busy slot was skipped before SkipAfter")
+	}
+	// Block waits SkipAfter, finds the writer dead and skips its slot.
+	if err := tl.Wait(context.Background(), Block); err != nil {
+		t.Fatal(err)
+	}
+	if idx, m, err := tl.Next(); err != nil || string(m) != "after" || idx != Index(c.num, 2) {
+		t.Fatalf("read %#x %q %v", idx, m, err)
+	}
+	// A live writer's slot is never judged dead.
+	w, _ := q.Reserve(4)
+	if h := c.headerAt(tl.off); h&flagBusy == 0 || q.writerDead(h) {
+		t.Fatalf("live writer's slot %#x judged dead", h)
+	}
+	copy(w.Bytes(), "live")
+	w.Commit()
+	if _, m, err := tl.Next(); err != nil || string(m) != "live" {
+		t.Fatalf("read %q %v", m, err)
+	}
+	st, _ := q.Stats()
+	if st.Cycles[0].Messages != 4 {
+		t.Fatalf("cycle has %d slots, want 4", st.Cycles[0].Messages)
+	}
+	if h := c.headerAt(deadOff); h&flagSkipped == 0 || h&flagBusy != 0 {
+		t.Fatalf("dead slot header %#x not marked skipped", h)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	q := openT(t, dir, Options{})
+	q.Append([]byte("x"))
+	ro := openT(t, dir, Options{ReadOnly: true})
+	if _, err := ro.Append([]byte("y")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("append read-only: %v", err)
+	}
+	tl := tailerT(t, ro)
+	if _, m, err := tl.Next(); err != nil || string(m) != "x" {
+		t.Fatalf("read %q %v", m, err)
+	}
+	if _, err := Open(t.TempDir()+"/missing", Options{ReadOnly: true}); err == nil {
+		t.Fatal("read-only open of a missing queue succeeded")
+	}
+}
+
+func TestNoAllocations(t *testing.T) {
+	q := openT(t, t.TempDir(), Options{})
+	tl := tailerT(t, q)
+	msg := make([]byte, 16)
+	buf := make([]byte, 64)
+	for i := 0; i < 10; i++ {
+		q.Append(msg)
+	}
+	check := func(name string, f func()) {
+		if n := testing.AllocsPerRun(1000, f); n != 0 {
+			t.Errorf("%s: %v allocations", name, n)
+		}
+	}
+	check("Append", func() { q.Append(msg) })
+	check("Reserve+Commit", func() {
+		w, _ := q.Reserve(16)
+		w.Commit()
+	})
+	check("HasNext+Next", func() {
+		tl.HasNext()
+		tl.Next()
+	})
+	check("Read", func() { tl.Read(buf) })
+	check("Next at the end", func() {
+		tl.SeekEnd()
+		tl.Next()
+	})
+	fn := func(uint64, []byte) bool { return true }
+	check("Drain", func() {
+		q.Append(msg)
+		tl.Drain(0, fn)
+	})
+}

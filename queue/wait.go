@@ -1,0 +1,237 @@
+package queue
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// WaitMode is how Tailer.Wait waits for the next message.
+type WaitMode int
+
+// The wait modes, from the lowest latency to the lowest CPU cost.
+const (
+	// Block sleeps until an append wakes the tailer: appends in this
+	// process wake it directly, appends in other processes through the
+	// queue's doorbell (a futex in the metadata file) and this process's
+	// notifier, which watches many doorbells with one thread. An idle
+	// blocked tailer costs no CPU and no thread of its own. A queue
+	// opened read-only cannot ring or watch the doorbell: Block then
+	// polls like Park.
+	Block WaitMode = iota
+	// Spin polls without pause: the lowest latency, a whole core.
+	Spin
+	// Yield polls and lets other goroutines run between polls.
+	Yield
+	// Park polls and sleeps between polls, from Options.ParkMin doubling
+	// to Options.ParkMax (the seed benchmark parks 1/8 of the expected
+	// gap between messages: set both to that).
+	Park
+)
+
+// Wait returns nil as soon as the tailer has a message to read (HasNext),
+// or the context's error, or the error that reading met.
+func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
+	if mode == Block && t.q.readOnly {
+		mode = Park
+	}
+	park := t.q.opts.ParkMin
+	for spins := 0; ; spins++ {
+		if _, err := t.peek(); err != ErrNoMessage {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch mode {
+		case Block:
+			return t.block(ctx)
+		case Spin:
+			if spins&63 == 63 {
+				runtime.Gosched() // stay preemptible on a busy machine
+			}
+		case Yield:
+			runtime.Gosched()
+		case Park:
+			time.Sleep(park)
+			park = min(2*park, t.q.opts.ParkMax)
+		}
+	}
+}
+
+// block sleeps on the tailer's listener until a message is ready.
+func (t *Tailer) block(ctx context.Context) error {
+	l := &t.listener
+	q := t.q
+	q.wake.add(q, l)
+	defer q.wake.remove(l)
+	for {
+		_, err := t.peek()
+		if err != ErrNoMessage {
+			return err
+		}
+		var stall <-chan time.Time
+		if t.stalled() {
+			// At a message whose writer may be dead: look again when
+			// SkipAfter has passed, since no append will wake us.
+			if l.timer == nil {
+				l.timer = time.NewTimer(q.opts.SkipAfter)
+			} else {
+				l.timer.Reset(q.opts.SkipAfter)
+			}
+			stall = l.timer.C
+		}
+		select {
+		case <-l.ch:
+		case <-stall:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// listener is what an append in this process, or the notifier, wakes:
+// a tailer's channel, or a Set's entry for one queue.
+type listener struct {
+	ch    chan struct{} // capacity 1
+	timer *time.Timer
+	entry *setEntry
+}
+
+func (l *listener) init(*Tailer) { l.ch = make(chan struct{}, 1) }
+
+func (l *listener) fire() {
+	if l.entry != nil {
+		l.entry.notify()
+		return
+	}
+	select {
+	case l.ch <- struct{}{}:
+	default:
+	}
+}
+
+// waitState is a queue's list of listeners in this process and whether
+// the process watches the queue's doorbell.
+type waitState struct {
+	list  atomic.Pointer[[]*listener] // nil when empty; copied on change
+	armed atomic.Bool                 // counted among the doorbell's sleepers
+
+	mu      sync.Mutex
+	shard   *shard
+	useless int // wakes in a row that found no listener
+}
+
+// notify wakes the listeners of this process and, through the doorbell,
+// those of other processes (steps in docs/QUEUE-FORMAT.md). Nothing is
+// done, and no system call made, when nobody waits.
+func (q *Queue) notify() {
+	if l := q.wake.list.Load(); l != nil {
+		for _, x := range *l {
+			x.fire()
+		}
+	}
+	if s := q.sleepers.Load(); s > 1 || s == 1 && !q.wake.armed.Load() {
+		q.ring()
+	}
+}
+
+// ring makes the doorbell odd and wakes its watchers; while it is odd
+// (a wake-up pending, not yet seen) later appends skip the system call.
+func (q *Queue) ring() {
+	b := q.bell.Load()
+	if b&1 == 0 && q.bell.CompareAndSwap(b, b+1) {
+		shm.FutexWake(q.bell, math.MaxInt32)
+	}
+}
+
+// clearBell makes a pending doorbell even again and returns its value.
+func clearBell(bell *atomic.Uint32) uint32 {
+	for {
+		b := bell.Load()
+		if b&1 == 0 || bell.CompareAndSwap(b, b+1) {
+			return bell.Load() &^ 1
+		}
+	}
+}
+
+func (w *waitState) add(q *Queue, l *listener) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var list []*listener
+	if p := w.list.Load(); p != nil {
+		list = append(list, *p...)
+	}
+	list = append(list, l)
+	w.list.Store(&list)
+	w.useless = 0
+	if !w.armed.Load() && !q.readOnly && !q.closed.Load() {
+		// Count this process among the sleepers before the caller checks
+		// for data, so that an append after that check rings.
+		q.sleepers.Add(1)
+		w.armed.Store(true)
+		procNotifier.watch(q, clearBell(q.bell))
+	}
+}
+
+func (w *waitState) remove(l *listener) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.list.Load()
+	if p == nil {
+		return
+	}
+	list := make([]*listener, 0, len(*p))
+	for _, x := range *p {
+		if x != l {
+			list = append(list, x)
+		}
+	}
+	if len(list) == 0 {
+		w.list.Store(nil)
+	} else {
+		w.list.Store(&list)
+	}
+}
+
+// idleWake is called by the notifier after a doorbell change: a process
+// that no longer has listeners stops watching after two such wakes, so
+// other processes stop ringing for it.
+func (w *waitState) idleWake(q *Queue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.list.Load() != nil {
+		w.useless = 0
+		return
+	}
+	if w.useless++; w.useless >= 2 {
+		w.disarmLocked(q)
+	}
+}
+
+func (w *waitState) disarmLocked(q *Queue) {
+	if !w.armed.Load() {
+		return
+	}
+	procNotifier.unwatch(q, w.shard)
+	w.shard = nil
+	w.armed.Store(false)
+	for {
+		n := q.sleepers.Load()
+		if n == 0 || q.sleepers.CompareAndSwap(n, n-1) {
+			return
+		}
+	}
+}
+
+// disarmAll stops watching before the queue is unmapped.
+func (w *waitState) disarmAll(q *Queue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.disarmLocked(q)
+}
