@@ -33,6 +33,12 @@ type cycle struct {
 	hint *atomic.Uint64
 	next *atomic.Uint64
 	l1   []atomic.Uint64
+
+	// local is where this process's last append ended (packed like the
+	// hint; 0 when unknown). An appender tries the slot there first and
+	// reads the shared hint only when another appender got there before
+	// it, so a lone writer touches the file only where it writes.
+	local atomic.Uint64
 }
 
 // acquire returns cycle n with a reference, mapping it if needed. With
@@ -315,6 +321,42 @@ func (c *cycle) hintPos() (uint32, int64) {
 	return seq, off
 }
 
+// claimStart is where an appender starts looking for a free slot: where
+// this process's last append ended, or the shared hint if it is further
+// on or the local position is unknown.
+func (c *cycle) claimStart(retry bool) (uint32, int64) {
+	if !retry {
+		if seq, off := unpackHint(c.local.Load()); off >= dataStart {
+			return seq, off
+		}
+	}
+	hs, ho := c.hintPos()
+	if ls, lo := unpackHint(c.local.Load()); lo > ho {
+		return ls, lo
+	}
+	return hs, ho
+}
+
+// hintEvery is how many messages may go by between updates of the shared
+// hint; it is also updated whenever an append crosses a page, so another
+// appender walks at most a page and a few slots from it.
+const hintEvery = 16
+
+// advanced records that this process appended up to (seq, off), and moves
+// the shared hint there now and then.
+func (c *cycle) advanced(seq uint32, off, prevOff int64) {
+	nw := packHint(seq, off)
+	for {
+		cur := c.local.Load()
+		if _, o := unpackHint(cur); o >= off || c.local.CompareAndSwap(cur, nw) {
+			break
+		}
+	}
+	if seq%hintEvery == 0 || off/pageSize != prevOff/pageSize {
+		c.advanceHint(seq, off)
+	}
+}
+
 // end walks from the write hint to the first free slot. It returns errEOF
 // (with the EOF header's position) when the cycle is sealed.
 func (c *cycle) end() (uint32, int64, error) {
@@ -348,7 +390,8 @@ func (c *cycle) end() (uint32, int64, error) {
 // flagBusy for a message, flagMeta for an index array, flagEOF to seal.
 func (c *cycle) claim(n int, kind uint64, writer uint64) (seq uint32, off int64, hdr uint64, err error) {
 	mem := c.mem()
-	seq, off = c.hintPos()
+	seq, off = c.claimStart(false)
+	fromLocal := true
 	size := slotSize(uint64(n))
 	if kind == flagEOF {
 		size = 0
@@ -379,7 +422,7 @@ func (c *cycle) claim(n int, kind uint64, writer uint64) (seq uint32, off int64,
 					if kind == flagBusy {
 						next++
 					}
-					c.advanceHint(next, off+size)
+					c.advanced(next, off+size, off)
 					if c.writable {
 						c.wantPretouch(off + size)
 					}
@@ -387,6 +430,15 @@ func (c *cycle) claim(n int, kind uint64, writer uint64) (seq uint32, off int64,
 				return seq, off, hdr, nil
 			}
 			continue
+		}
+		if fromLocal {
+			// Another appender wrote here since this process last did:
+			// go on from the shared hint if it is further.
+			fromLocal = false
+			if s2, o2 := c.claimStart(true); o2 > off {
+				seq, off = s2, o2
+				continue
+			}
 		}
 		if h&flagEOF != 0 {
 			return seq, off, h, errEOF

@@ -14,16 +14,17 @@ import (
 // and the process's notifier. Add and Remove may be called from any
 // goroutine; Wait from one at a time.
 type Set struct {
-	mu      sync.Mutex
-	entries map[*Queue]*setEntry
-	ready   []*setEntry // queues notified since the last Wait
-	spare   []*setEntry
-	last    []*Tailer // returned by the last Wait: checked again
-	stalled []*Tailer // at a message whose writer may have died
-	mark    uint64
-	ch      chan struct{}
-	timer   *time.Timer
-	skip    time.Duration // shortest SkipAfter of the stalled tailers
+	mu       sync.Mutex
+	entries  map[*Queue]*setEntry
+	ready    []*setEntry // queues notified since the last Wait
+	spare    []*setEntry
+	last     []*Tailer // returned by the last Wait: checked again
+	stalled  []*Tailer // at a message whose writer may have died
+	mark     uint64
+	ch       chan struct{}
+	timer    *time.Timer
+	deadline *time.Timer   // WaitTimeout's
+	skip     time.Duration // shortest SkipAfter of the stalled tailers
 }
 
 // setEntry is a Set's listener on one queue.
@@ -108,7 +109,25 @@ func (e *setEntry) notify() {
 // it. Tailers returned and not drained are returned again by the next
 // Wait. It allocates nothing once dst and the set's lists have grown.
 func (s *Set) Wait(ctx context.Context, dst []*Tailer) ([]*Tailer, error) {
+	return s.WaitTimeout(ctx, dst, -1)
+}
+
+// WaitTimeout is Wait that gives up after timeout, returning no tailers
+// and a nil error; a zero timeout only polls, a negative one waits
+// without limit. An event loop that also has timed work (sends due at
+// set times) waits with it.
+func (s *Set) WaitTimeout(ctx context.Context, dst []*Tailer, timeout time.Duration) ([]*Tailer, error) {
 	dst = dst[:0]
+	var expired <-chan time.Time
+	if timeout > 0 {
+		if s.deadline == nil {
+			s.deadline = time.NewTimer(timeout)
+		} else {
+			s.deadline.Reset(timeout)
+		}
+		defer s.deadline.Stop()
+		expired = s.deadline.C
+	}
 	for {
 		s.mu.Lock()
 		s.mark++
@@ -143,12 +162,14 @@ func (s *Set) Wait(ctx context.Context, dst []*Tailer) ([]*Tailer, error) {
 			stall = s.timer.C
 		}
 		s.mu.Unlock()
-		if len(dst) > 0 {
+		if len(dst) > 0 || timeout == 0 {
 			return dst, nil
 		}
 		select {
 		case <-s.ch:
 		case <-stall:
+		case <-expired:
+			return dst, nil
 		case <-ctx.Done():
 			return dst, ctx.Err()
 		}
