@@ -1,0 +1,87 @@
+package eda
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ChildArg {
+		os.Exit(ChildMain(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// short is a small setting that every mode must carry intact.
+func short(t *testing.T, instances int, w WaitMode, p Placement) Config {
+	return Config{
+		Instances: instances, Wait: w, Placement: p,
+		Warmup: 200 * time.Millisecond, Runs: 2, RunLength: 300 * time.Millisecond,
+		Grace: 20 * time.Second, Dir: t.TempDir(),
+	}
+}
+
+// checkIntact asserts that every message went through every service once,
+// the counters in the shared map match, and latency was recorded for
+// every measured message.
+func checkIntact(t *testing.T, r *Result, cfg Config) {
+	t.Helper()
+	if r.Delivered != r.Sent || r.Bad != 0 || len(r.CounterErrors) != 0 {
+		t.Fatalf("sent %d, delivered %d, bad %d, counter errors %v", r.Sent, r.Delivered, r.Bad, r.CounterErrors)
+	}
+	wantSent := int64(0)
+	perInstance := int64((cfg.Warmup + time.Duration(cfg.Runs)*cfg.RunLength) / time.Millisecond)
+	wantSent = perInstance * int64(cfg.Instances)
+	if r.Sent < wantSent-int64(cfg.Instances) || r.Sent > wantSent+int64(cfg.Instances) {
+		t.Fatalf("sent %d messages, plan has about %d", r.Sent, wantSent)
+	}
+	measured := int64(time.Duration(cfg.Runs)*cfg.RunLength/time.Millisecond) * int64(cfg.Instances)
+	if n := r.Messages(); n < measured-int64(cfg.Instances) || n > measured+int64(cfg.Instances) {
+		t.Fatalf("%d messages measured, want about %d", n, measured)
+	}
+	for _, p := range r.All {
+		if p.Count != r.Messages() {
+			t.Fatalf("probe %q has %d samples, end to end %d", p.Name, p.Count, r.Messages())
+		}
+	}
+	if len(r.Latency.Runs) != cfg.Runs {
+		t.Fatalf("%d runs reported", len(r.Latency.Runs))
+	}
+}
+
+func TestInProcessModes(t *testing.T) {
+	for _, w := range []WaitMode{Loop, Park, Block} {
+		t.Run(w.String(), func(t *testing.T) {
+			cfg := short(t, 3, w, InProcess)
+			r, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkIntact(t, r, cfg)
+			t.Logf("%s: p50 %.3f ms, p99.9 %.3f ms, cpu %.1f%%", w, ms(r.EndToEnd.P50), ms(r.EndToEnd.P999), r.CPU.Percent)
+		})
+	}
+}
+
+func TestProcessPlacements(t *testing.T) {
+	for _, p := range []Placement{ProcessPerService, ProcessPerInstance} {
+		for _, w := range []WaitMode{Loop, Block} {
+			t.Run(p.String()+"/"+w.String(), func(t *testing.T) {
+				cfg := short(t, 2, w, p)
+				r, err := Run(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkIntact(t, r, cfg)
+				if want := map[Placement]int{ProcessPerService: 6, ProcessPerInstance: 3}[p]; r.Processes != want {
+					t.Fatalf("%d processes, want %d", r.Processes, want)
+				}
+				t.Logf("%s/%s: p50 %.3f ms, p99.9 %.3f ms, cpu %.1f%%", p, w, ms(r.EndToEnd.P50), ms(r.EndToEnd.P999), r.CPU.Percent)
+			})
+		}
+	}
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }

@@ -1,0 +1,232 @@
+// Command edabench runs the EDA chain benchmark: instances of a sender,
+// five services and a receiver linked by six offmap queues, each instance
+// sending 1,000 messages a second, with the latency from the scheduled
+// send (corrected for coordinated omission) and without the correction,
+// the CPU of every process, and a check of the per-client counters the
+// services keep in a shared offmap.
+//
+// Usage:
+//
+//	edabench                          a short demo: one instance, about 10 s
+//	edabench run   [flags]            one setting
+//	edabench sweep [flags]            raise the instance count until p99.9 passes the SLA
+//
+// Run "edabench run -h" or "edabench sweep -h" for the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/offmap/offmap/bench/eda"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == eda.ChildArg {
+		os.Exit(eda.ChildMain(os.Args[1:]))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "edabench:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return demo(ctx, stdout, stderr)
+	}
+	switch args[0] {
+	case "run":
+		return runOne(ctx, args[1:], stdout, stderr)
+	case "sweep":
+		return sweep(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return demo(ctx, stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q (want run, sweep or no argument for the demo; -h for help)", args[0])
+}
+
+const usage = `edabench runs the EDA chain benchmark on offmap queues.
+
+  edabench                  a short demo: one instance, about 10 seconds
+  edabench run [flags]      one setting, e.g. edabench run -instances 100 -wait park
+  edabench sweep [flags]    1, 10, 25, 50, 100, ... instances until p99.9 passes the SLA
+
+Run "edabench run -h" or "edabench sweep -h" for the flags.
+`
+
+// settings are the flags common to run and sweep.
+type settings struct {
+	rate      float64
+	wait      string
+	placement string
+	workers   int
+	batch     time.Duration
+	warmup    time.Duration
+	runs      int
+	runLength time.Duration
+	dir       string
+	verbose   bool
+	profile   string
+}
+
+func (s *settings) register(fs *flag.FlagSet) {
+	fs.Float64Var(&s.rate, "rate", 1000, "messages per second per instance")
+	fs.StringVar(&s.wait, "wait", "loop", "how services wait: loop (event loops), park (the study's poll-and-sleep), block (goroutine per service)")
+	fs.StringVar(&s.placement, "placement", "process", "process (all in this process), instance (a process per instance), service (a process per service)")
+	fs.IntVar(&s.workers, "workers", runtime.GOMAXPROCS(0), "event loops per process (wait loop)")
+	fs.DurationVar(&s.batch, "batch", time.Millisecond, "release due sends at most this often (0: each on time)")
+	fs.DurationVar(&s.warmup, "warmup", 3*time.Second, "warm-up, not measured")
+	fs.IntVar(&s.runs, "runs", 3, "measured runs")
+	fs.DurationVar(&s.runLength, "run", 5*time.Second, "length of a run")
+	fs.StringVar(&s.dir, "dir", os.TempDir(), "directory for the queues and the counter map")
+	fs.BoolVar(&s.verbose, "v", false, "print each setting's runs and probes (JLBH style) and progress")
+	fs.StringVar(&s.profile, "cpuprofile", "", "write a CPU profile of this process to this file")
+}
+
+// startProfile starts the CPU profile if asked for; the returned func stops it.
+func (s *settings) startProfile() (func(), error) {
+	if s.profile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(s.profile)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
+	w, err := eda.ParseWaitMode(s.wait)
+	if err != nil {
+		return eda.Config{}, err
+	}
+	p, err := eda.ParsePlacement(s.placement)
+	if err != nil {
+		return eda.Config{}, err
+	}
+	if fi, err := os.Stat(s.dir); err != nil || !fi.IsDir() {
+		return eda.Config{}, fmt.Errorf("cannot use -dir %s: not a directory", s.dir)
+	}
+	probe, err := os.MkdirTemp(s.dir, "edabench-probe-")
+	if err != nil {
+		return eda.Config{}, fmt.Errorf("cannot use -dir %s: %v", s.dir, err)
+	}
+	os.Remove(probe)
+	cfg := eda.Config{
+		Instances: instances, Rate: s.rate, Wait: w, Placement: p, Workers: s.workers,
+		Batch: s.batch, Warmup: s.warmup, Runs: s.runs, RunLength: s.runLength, Dir: s.dir,
+	}
+	if s.verbose {
+		cfg.Out, cfg.Progress = stderr, stderr
+	}
+	return cfg, nil
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+func demo(ctx context.Context, stdout, stderr io.Writer) error {
+	s := settings{rate: 1000, wait: "loop", placement: "process", workers: runtime.GOMAXPROCS(0),
+		batch: time.Millisecond, warmup: 2 * time.Second, runs: 2, runLength: 4 * time.Second, dir: os.TempDir()}
+	cfg, err := s.config(1, stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Out = stdout
+	fmt.Fprintf(stdout, "EDA chain demo: 1 instance (sender, 5 services, receiver, 6 offmap queues) at %g msg/s, %s wait, about %v.\n\n",
+		cfg.Rate, cfg.Wait, cfg.Warmup+time.Duration(cfg.Runs)*cfg.RunLength)
+	r, err := eda.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	writeTable(stdout, []*eda.Result{r}, 100*time.Millisecond)
+	return checked(r)
+}
+
+func runOne(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("edabench run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var s settings
+	s.register(fs)
+	instances := fs.Int("instances", 1, "instances (chains)")
+	jsonOut := fs.String("json", "", "write the result as JSON to this file")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: edabench run [flags]\n\nexample: edabench run -instances 100 -wait park -run 15s\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := s.config(*instances, stderr)
+	if err != nil {
+		return err
+	}
+	stopProfile, err := s.startProfile()
+	if err != nil {
+		return err
+	}
+	r, err := eda.Run(ctx, cfg)
+	stopProfile()
+	if err != nil {
+		return err
+	}
+	writeTable(stdout, []*eda.Result{r}, 100*time.Millisecond)
+	if *jsonOut != "" {
+		if err := writeJSON(*jsonOut, []*eda.Result{r}); err != nil {
+			return err
+		}
+	}
+	return checked(r)
+}
+
+// checked fails a run whose messages or counters did not add up.
+func checked(r *eda.Result) error {
+	if r.OK() {
+		return nil
+	}
+	return fmt.Errorf("%d instances: sent %d, delivered %d, bad %d, counter errors %v",
+		r.Instances, r.Sent, r.Delivered, r.Bad, r.CounterErrors)
+}
+
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad instance count %q in -counts", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

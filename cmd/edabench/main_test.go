@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/offmap/offmap/bench/eda"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "edabench-test-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "edabench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func edabench(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// quick is a setting short enough for a test.
+func quick(dir string) []string {
+	return []string{"-warmup", "300ms", "-runs", "2", "-run", "400ms", "-dir", dir}
+}
+
+func TestBadArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"frobnicate"},
+		{"run", "-instances", "0"},
+		{"run", "-wait", "sideways"},
+		{"run", "-placement", "moon"},
+		{"run", "-dir", "/no/such/dir"},
+		{"run", "extra"},
+		{"sweep", "-counts", "1,x"},
+	} {
+		_, stderr, err := edabench(t, args...)
+		if exitCode(err) == 0 {
+			t.Errorf("%v: exit 0", args)
+			continue
+		}
+		if strings.Contains(stderr, "goroutine") || strings.Count(strings.TrimSpace(stderr), "\n") > 40 {
+			t.Errorf("%v: not a short error:\n%s", args, stderr)
+		}
+	}
+}
+
+func exitCode(err error) int {
+	if e, ok := err.(*exec.ExitError); ok {
+		return e.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestRunPrintsTableAndJSON(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.json")
+	stdout, stderr, err := edabench(t, append([]string{"run", "-instances", "3", "-json", out}, quick(dir)...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "Instances") || !strings.Contains(stdout, "        3 ") {
+		t.Fatalf("no table row:\n%s", stdout)
+	}
+	var rs []eda.Result
+	b, _ := os.ReadFile(out)
+	if err := json.Unmarshal(b, &rs); err != nil || len(rs) != 1 {
+		t.Fatalf("JSON: %v (%d results)", err, len(rs))
+	}
+	if r := rs[0]; r.Instances != 3 || r.Delivered != r.Sent || r.EndToEnd.Count == 0 || r.EndToEnd.P999 == 0 {
+		t.Fatalf("result: %+v", r)
+	}
+	// Nothing is left behind in the run directory.
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("run left files: %v", entries)
+	}
+}
+
+func TestSweepWritesTableCSVAndChart(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, err := edabench(t, append([]string{"sweep", "-counts", "1,4", "-out", dir}, quick(dir)...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "Largest instance count with p99.9 under 100ms: 4") {
+		t.Fatalf("no verdict:\n%s", stdout)
+	}
+	f, err := os.Open(filepath.Join(dir, "sweep.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil || len(rows) != 3 || rows[1][0] != "1" || rows[2][0] != "4" {
+		t.Fatalf("CSV: %v %v", rows, err)
+	}
+	img, err := os.Open(filepath.Join(dir, "sweep.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	if cfg, err := png.DecodeConfig(img); err != nil || cfg.Width < 200 {
+		t.Fatalf("chart: %v %+v", err, cfg)
+	}
+}
+
+// TestProcessPlacementCleansUp runs a process placement and checks that
+// no child process outlives it.
+func TestProcessPlacementCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, err := edabench(t, append([]string{"run", "-instances", "2", "-placement", "instance"}, quick(dir)...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr)
+	}
+	if pids := children(t); len(pids) > 0 {
+		t.Fatalf("child processes left behind: %v", pids)
+	}
+}
+
+// children lists running processes of the test binary's edabench.
+func children(t *testing.T) []string {
+	out, _ := exec.Command("pgrep", "-f", bin+" "+eda.ChildArg).Output()
+	return strings.Fields(string(out))
+}
+
+// TestDeadChild kills a child process during set-up and during the run:
+// edabench must say which child died and exit non-zero, leaving no child
+// behind.
+func TestDeadChild(t *testing.T) {
+	for _, when := range []string{"set-up", "run"} {
+		t.Run(when, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(bin, "run", "-v", "-instances", "3", "-placement", "instance",
+				"-warmup", "200ms", "-runs", "1", "-run", "60s", "-dir", dir)
+			stderr, _ := cmd.StderrPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := make(chan string, 1000)
+			var log strings.Builder
+			go func() {
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+			}()
+			if when == "run" {
+				// The first progress line comes a second into the run.
+				for l := range lines {
+					log.WriteString(l + "\n")
+					if strings.Contains(l, "messages through the chain") {
+						break
+					}
+				}
+			}
+			var victim string
+			for victim == "" {
+				if pids := children(t); len(pids) == 3 {
+					victim = pids[1]
+				}
+			}
+			exec.Command("kill", "-9", victim).Run()
+			for l := range lines {
+				log.WriteString(l + "\n")
+			}
+			if exitCode(cmd.Wait()) == 0 {
+				t.Fatal("edabench succeeded with a dead child")
+			}
+			if !strings.Contains(log.String(), "child") || !strings.Contains(log.String(), "exited during the run") {
+				t.Fatalf("message does not name the dead child:\n%s", log.String())
+			}
+			if pids := children(t); len(pids) > 0 {
+				t.Fatalf("child processes left behind: %v", pids)
+			}
+		})
+	}
+}
