@@ -200,7 +200,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	runs := runResults(hists, p)
 	res.Latency = &latency.Result{
-		Name: fmt.Sprintf("EDA chain, %d instances, %s, %s", cfg.Instances, cfg.Wait, cfg.Placement),
+		Name:    fmt.Sprintf("EDA chain, %d instances, %s, %s", cfg.Instances, cfg.Wait, cfg.Placement),
 		Started: time.Now().Add(-time.Duration(p.end() - p.Start)), Throughput: cfg.Rate * float64(cfg.Instances),
 		IntervalNanos: p.Interval / int64(cfg.Instances), Corrected: true,
 		PerRun: int64(float64(p.RunLength) / 1e9 * cfg.Rate * float64(cfg.Instances)),
