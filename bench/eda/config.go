@@ -105,6 +105,9 @@ type Config struct {
 	// Transport makes the transport for a run directory; nil means
 	// offmap queues. Process placements need the offmap transport.
 	Transport func(dir string) (Transport, error)
+	// BrokerPIDs are other processes whose CPU counts toward the run's
+	// (a message broker the transport talks to).
+	BrokerPIDs []int
 	// Exe is the program started for child processes (os.Executable if
 	// empty); it must call ChildMain when started with ChildArg first.
 	Exe string

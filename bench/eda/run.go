@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	stopProgress := progress(cfg, c, counters, p)
 
-	cpu, err := measureCPU(ctx, p, procs.pids())
+	cpu, err := measureCPU(ctx, p, append(procs.pids(), cfg.BrokerPIDs...))
 	deadline := time.Now().Add(time.Until(at(p.end())) + cfg.Grace)
 	if err == nil {
 		err = waitDone(ctx, c, counters, p, srv, procs, deadline)
