@@ -39,7 +39,11 @@ func runHelper(role, dir, args string) int {
 		n, _ := strconv.Atoi(f)
 		a = append(a, n)
 	}
-	q, err := Open(dir, Options{Roll: Fast, SkipAfter: 5 * time.Millisecond})
+	opts := Options{Roll: Fast, SkipAfter: 5 * time.Millisecond}
+	if role == "latency-reader" {
+		opts = Options{} // no roll in the middle of a latency measurement
+	}
+	q, err := Open(dir, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -64,6 +68,8 @@ func runHelper(role, dir, args string) int {
 		}
 		fmt.Println("reserved", w.Index())
 		select {}
+	case "latency-reader": // wait mode, messages: record and print latency
+		return latencyReader(q, WaitMode(a[0]), a[1])
 	case "wait-once": // block until one message, print it
 		tl, _ := q.Tailer()
 		tl.SeekEnd()

@@ -89,6 +89,11 @@ type Options struct {
 	// starts at ParkMin and doubles after each empty poll up to ParkMax.
 	// Zero means 125 us and 20 ms; set both equal for a fixed park.
 	ParkMin, ParkMax time.Duration
+	// BlockSpin is how long the Block wait mode polls before it sleeps:
+	// a tailer following a busy queue then reads each message without
+	// being woken, while an idle one pays one short spin. Zero means
+	// 50 us; negative means never spin.
+	BlockSpin time.Duration
 	// Clock, when set, replaces time.Now for choosing the cycle to
 	// append to (tests use it to roll at will).
 	Clock func() time.Time
@@ -121,6 +126,7 @@ const (
 	defaultSkipAfter    = 20 * time.Millisecond
 	defaultParkMin      = 125 * time.Microsecond
 	defaultParkMax      = 20 * time.Millisecond
+	defaultBlockSpin    = 50 * time.Microsecond
 	maxCycle            = 1<<32 - 2
 	maxSeq              = 1<<32 - 2
 )
@@ -154,6 +160,9 @@ func (o Options) check() (Options, error) {
 	}
 	if o.ParkMin == 0 {
 		o.ParkMin = defaultParkMin
+	}
+	if o.BlockSpin == 0 {
+		o.BlockSpin = defaultBlockSpin
 	}
 	if o.ParkMax == 0 {
 		o.ParkMax = max(defaultParkMax, o.ParkMin)

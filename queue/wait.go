@@ -50,6 +50,9 @@ func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
 		}
 		switch mode {
 		case Block:
+			if t.spin(t.q.opts.BlockSpin) {
+				return nil
+			}
 			return t.block(ctx)
 		case Spin:
 			if spins&63 == 63 {
@@ -60,6 +63,26 @@ func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
 		case Park:
 			time.Sleep(park)
 			park = min(2*park, t.q.opts.ParkMax)
+		}
+	}
+}
+
+// spin polls for up to d and reports whether a message (or an error to
+// return) came.
+func (t *Tailer) spin(d time.Duration) bool {
+	if d <= 0 {
+		return false
+	}
+	deadline := time.Now().Add(d)
+	for i := 0; ; i++ {
+		if _, err := t.peek(); err != ErrNoMessage {
+			return true
+		}
+		if i&15 == 15 {
+			if time.Now().After(deadline) {
+				return false
+			}
+			runtime.Gosched()
 		}
 	}
 }

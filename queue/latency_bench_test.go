@@ -1,0 +1,112 @@
+package queue
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/offmap/offmap/bench/latency"
+)
+
+// Write-to-read latency between two processes: this process appends
+// 16-byte messages at a fixed rate, each stamped with its scheduled send
+// time and its actual send time on the machine-wide monotonic clock; a
+// child process reads them in the given wait mode and records now minus
+// each stamp in HDR histograms. Measuring from the scheduled time charges
+// a late writer to every message it delayed (coordinated omission).
+
+const (
+	latencyRate    = 100_000
+	latencyWarmup  = 50_000
+	latencyMessage = 16
+)
+
+func latencyReader(q *Queue, mode WaitMode, n int) int {
+	t, err := q.Tailer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	corrected := hdr.New(1, int64(10*time.Second), 3)
+	raw := hdr.New(1, int64(10*time.Second), 3)
+	fmt.Println("ready")
+	ctx := context.Background()
+	for seen := 0; seen < latencyWarmup+n; {
+		if err := t.Wait(ctx, mode); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for {
+			_, m, err := t.Next()
+			if err != nil {
+				break
+			}
+			now := latency.Nanotime()
+			if seen >= latencyWarmup {
+				corrected.RecordValue(now - int64(binary.LittleEndian.Uint64(m)))
+				raw.RecordValue(now - int64(binary.LittleEndian.Uint64(m[8:])))
+			}
+			seen++
+		}
+	}
+	for _, h := range []*hdr.Histogram{corrected, raw} {
+		fmt.Println(h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max())
+	}
+	return 0
+}
+
+func benchCrossProcess(b *testing.B, mode WaitMode) {
+	n := max(b.N, 100_000)
+	dir := b.TempDir()
+	q := openT(b, dir, Options{BlockSize: 4 << 20})
+	cmd := helperCmd(b, "latency-reader", dir, int(mode), n)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	sc.Scan() // ready
+	pacer := latency.NewPacer(latency.PacerOptions{Spin: 50 * time.Microsecond})
+	defer pacer.Close()
+	gap := int64(time.Second / latencyRate)
+	msg := make([]byte, latencyMessage)
+	start := latency.Nanotime() + int64(time.Millisecond)
+	b.ResetTimer()
+	for i := 0; i < latencyWarmup+n; i++ {
+		sched := start + int64(i)*gap
+		pacer.WaitUntil(sched)
+		binary.LittleEndian.PutUint64(msg, uint64(sched))
+		binary.LittleEndian.PutUint64(msg[8:], uint64(latency.Nanotime()))
+		if _, err := q.Append(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var c, r [4]float64
+	sc.Scan()
+	fmt.Sscan(sc.Text(), &c[0], &c[1], &c[2], &c[3])
+	sc.Scan()
+	fmt.Sscan(sc.Text(), &r[0], &r[1], &r[2], &r[3])
+	if err := cmd.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	for i, name := range []string{"p50", "p99", "p99.9", "worst"} {
+		b.ReportMetric(c[i]/1e3, name+"-us")
+		b.ReportMetric(r[i]/1e3, "uncorrected-"+name+"-us")
+	}
+	ps := cmd.ProcessState
+	b.ReportMetric(100*(ps.UserTime()+ps.SystemTime()).Seconds()/(float64(latencyWarmup+n)/latencyRate), "reader-cpu-%")
+}
+
+// BenchmarkCrossProcessSpin: the reader polls without pause.
+// Run with -benchtime 500000x (messages measured, at 100,000 a second).
+func BenchmarkCrossProcessSpin(b *testing.B) { benchCrossProcess(b, Spin) }
+
+// BenchmarkCrossProcessBlock: the reader sleeps in the kernel between
+// messages and is woken through the queue's doorbell and its notifier.
+func BenchmarkCrossProcessBlock(b *testing.B) { benchCrossProcess(b, Block) }
