@@ -22,9 +22,11 @@ type loop struct {
 	sched  *latency.Schedule
 	sendTo []*instance // by schedule id
 	set    *queue.Set
-	route  map[*queue.Tailer]route
-	ready  []*queue.Tailer
-	buf    []byte
+	route   map[*queue.Tailer]route
+	watched int // tailers in set
+	ready   []*queue.Tailer
+	buf     []byte
+	pacer   *latency.Pacer // waits of a loop that watches no topic
 }
 
 type route struct {
@@ -50,22 +52,32 @@ func (l *loop) addSender(in *instance) {
 	l.sendTo = append(l.sendTo, in)
 }
 
-// addConsumer makes the loop serve topic k of instance in.
-func (l *loop) addConsumer(in *instance, k int) error {
+// addConsumer makes the loop serve topic k of instance in. When watch is
+// false the loop does not wait for the topic: only its own handlers
+// produce it, and they drain it at once.
+func (l *loop) addConsumer(in *instance, k int, watch bool) error {
 	t, ok := tailerOf(in.in[k])
 	if !ok {
 		return fmt.Errorf("%w: the loop wait mode needs offmap queues", ErrConfig)
 	}
 	l.route[t] = route{in, k}
 	in.tailers[k] = t
-	l.set.Add(t)
+	if watch {
+		l.set.Add(t)
+		l.watched++
+	}
 	return nil
 }
 
 // close stops watching the loop's tailers.
 func (l *loop) close() {
-	for t := range l.route {
-		l.set.Remove(t)
+	if l.watched > 0 {
+		for t := range l.route {
+			l.set.Remove(t)
+		}
+	}
+	if l.pacer != nil {
+		l.pacer.Close()
 	}
 }
 
@@ -77,6 +89,13 @@ func (l *loop) run(ctx context.Context) error {
 		next, err := l.release()
 		if err != nil {
 			return err
+		}
+		if l.watched == 0 {
+			// Nothing comes from elsewhere: sleep until the next release.
+			if err := l.sleep(ctx, next); err != nil {
+				return nil
+			}
+			continue
 		}
 		ready, err := l.set.WaitTimeout(ctx, l.ready[:0], 0)
 		if err == nil && len(ready) == 0 {
@@ -111,10 +130,35 @@ func (l *loop) release() (int64, error) {
 			return due, nil
 		}
 		l.sched.Next()
-		if err := l.c.send(l.sendTo[id], due, l.buf); err != nil {
+		in := l.sendTo[id]
+		if err := l.c.send(in, due, l.buf); err != nil {
 			return 0, err
 		}
+		if t := in.tailers[0]; t != nil && l.watched == 0 {
+			if err := l.drain(t, route{in, 0}); err != nil {
+				return 0, err
+			}
+		}
 	}
+}
+
+// sleep waits until the send due at next, on the batch grid, or until
+// ctx is done.
+func (l *loop) sleep(ctx context.Context, next int64) error {
+	if next == never {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if l.pacer == nil {
+		l.pacer = latency.NewPacer(latency.PacerOptions{})
+	}
+	if l.batch > 0 {
+		start := l.c.plan.Start
+		next = start + (next-start+l.batch-1)/l.batch*l.batch
+	}
+	// Wake at least every 10 ms to notice ctx.
+	l.pacer.WaitUntil(min(next, latency.Nanotime()+int64(10*time.Millisecond)))
+	return ctx.Err()
 }
 
 // until is how long to wait for the send due at next: to the next point

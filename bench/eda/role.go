@@ -71,13 +71,17 @@ func (s *server) start(cfg Config) error {
 		for w := range loops {
 			loops[w] = newLoop(c, w, cfg.Batch)
 		}
+		// A loop that sends, serves every service and receives sees no
+		// message it did not produce itself: it follows each down the
+		// chain instead of waiting for topics.
+		closed := s.r.Senders && s.r.Receivers && len(s.r.Services) == Services
 		for j, in := range c.instances {
 			l := loops[j%len(loops)]
 			if s.r.Senders {
 				l.addSender(in)
 			}
 			for _, k := range s.ins {
-				if err := l.addConsumer(in, k); err != nil {
+				if err := l.addConsumer(in, k, !closed); err != nil {
 					cancel()
 					return err
 				}
