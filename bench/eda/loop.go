@@ -16,12 +16,12 @@ import (
 // topic's tailer ready at once, so a message usually crosses every topic
 // a loop serves in one pass, with no goroutine woken per hop.
 type loop struct {
-	c      *chain
-	shard  int
-	batch  int64
-	sched  *latency.Schedule
-	sendTo []*instance // by schedule id
-	set    *queue.Set
+	c       *chain
+	shard   int
+	batch   int64
+	sched   *latency.Schedule
+	sendTo  []*instance // by schedule id
+	set     *queue.Set
 	route   map[*queue.Tailer]route
 	watched int // tailers in set
 	ready   []*queue.Tailer
