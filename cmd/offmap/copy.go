@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/offmap/offmap/offmap"
+)
+
+var copyCommand = command{
+	name:     "copy",
+	synopsis: "[--entries N] [--avg-key BYTES] [--avg-value BYTES] [flags] SRC DST",
+	summary:  "copy every entry into a new map of another size or layout",
+	help: `Copy writes a new map file DST holding every entry of SRC: the offline
+answer to a full map. DST takes SRC's layout, with the size flags given
+replacing it (with a new --entries, the segment count is chosen afresh
+unless --segments is given), and SRC's file permission unless --mode is
+given. DST must not exist; it appears only when complete, so a failed or
+interrupted copy leaves nothing behind. SRC is opened read-only; copying a
+map in use copies each segment as it was at one instant. On a terminal,
+stderr shows a progress bar.`,
+	examples: `  # my map is full: a new one with twice the capacity
+  offmap copy --entries 2000000 clients.map clients-2m.map
+  # larger values from now on
+  offmap copy --avg-value 64 --max-value 4096 clients.map clients-big.map`,
+	run: runCopy,
+}
+
+func runCopy(c *cli, args []string) error {
+	fs := c.flags()
+	var l layout
+	l.define(fs)
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	pos, err := c.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	if err := l.check(c, fs); err != nil {
+		return err
+	}
+	srcPath, dstPath := pos[0], pos[1]
+	if _, err := os.Lstat(dstPath); err == nil {
+		return fmt.Errorf("%s already exists", dstPath)
+	}
+	src, err := openMap(srcPath, readOnly)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st := src.Stats()
+	from := layoutOf(st)
+	if l.entries != 0 {
+		from.segments = 0 // sized afresh for the new capacity
+	}
+	l.fill(from)
+	modeSet := false
+	fs.Visit(func(f *flag.Flag) { modeSet = modeSet || f.Name == "mode" })
+	if fi, err := os.Stat(srcPath); err == nil && !modeSet {
+		l.mode = octalMode(fi.Mode().Perm())
+	}
+
+	// Build the copy under a temporary name in DST's directory, and link
+	// it at DST only when complete.
+	tmp := filepath.Join(filepath.Dir(dstPath), fmt.Sprintf(".%s.copy-%d", filepath.Base(dstPath), os.Getpid()))
+	dst, err := createMap(c, tmp, l)
+	if err != nil {
+		return err
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(stop)
+	go func() {
+		if _, ok := <-stop; ok {
+			os.Remove(tmp)
+			os.Exit(130)
+		}
+	}()
+	n, err := copyEntries(c, src, dst, st.Len, *quiet)
+	out := dst.Stats()
+	if err == nil {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(tmp, dstPath)
+	}
+	os.Remove(tmp)
+	switch {
+	case errors.Is(err, offmap.ErrFull):
+		return fmt.Errorf("%s is too small after %d of %d entries: %w; give a larger --entries or --avg-* sizes", dstPath, n, st.Len, err)
+	case errors.Is(err, offmap.ErrKeyTooLarge), errors.Is(err, offmap.ErrValueTooLarge):
+		return fmt.Errorf("%w; give a larger --max-key or --max-value", err)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(c.stdout, "copied %d entries from %s to %s: capacity %d entries, %d segments, %s\n",
+		n, srcPath, dstPath, out.Capacity, out.Segments, humanBytes(out.FileSize))
+	return nil
+}
+
+// copyEntries puts every entry of src into dst and returns how many.
+func copyEntries(c *cli, src, dst *offmap.Map, total int64, quiet bool) (int64, error) {
+	p := c.newProgress(quiet, total, "entries")
+	defer p.Done()
+	var n int64
+	var perr error
+	err := src.Range(func(k, v []byte) bool {
+		if perr = dst.Put(k, v); perr != nil {
+			return false
+		}
+		n++
+		p.Add(1)
+		return true
+	})
+	if err == nil {
+		err = perr
+	}
+	return n, err
+}

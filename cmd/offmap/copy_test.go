@@ -1,0 +1,112 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/offmap/offmap/offmap"
+)
+
+// TestCopyLarger: the answer to a full map: a larger copy holds every
+// entry and takes more.
+func TestCopyLarger(t *testing.T) {
+	src := newMap(t, 1000, 8, 16)
+	entries := sampleEntries(1000)
+	for k, v := range special {
+		entries[k] = v
+	}
+	m, err := offmap.Open(src, offmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := make(map[string]string)
+	for k, v := range entries {
+		if err := m.Put([]byte(k), []byte(v)); err == nil {
+			stored[k] = v
+		}
+	}
+	m.Close()
+	if len(stored) < 900 {
+		t.Fatalf("only %d entries fit", len(stored))
+	}
+
+	dst := filepath.Join(t.TempDir(), "big.map")
+	out := ok(t, "copy", src, dst, "--entries", "5000")
+	if !strings.Contains(out, "copied ") || !strings.Contains(out, "capacity 5000 entries") {
+		t.Errorf("copy printed %q", out)
+	}
+	ok(t, "verify", dst)
+	sameContents(t, contents(t, dst), stored)
+	sameContents(t, contents(t, src), stored) // the source is untouched
+
+	// The copy keeps the source's other sizes and takes what did not fit.
+	d, err := offmap.Open(dst, offmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := d.Stats()
+	if st.Capacity != 5000 || st.AverageKeySize != 8 || st.AverageValueSize != 16 || st.MaxKeySize != 256 {
+		t.Errorf("copy's layout: %+v", st)
+	}
+	for k, v := range entries {
+		if err := d.Put([]byte(k), []byte(v)); err != nil {
+			t.Fatalf("the larger copy is full too: %v", err)
+		}
+	}
+	d.Close()
+	fi, _ := os.Stat(src)
+	if fd, _ := os.Stat(dst); fd.Mode().Perm() != fi.Mode().Perm() {
+		t.Errorf("copy's mode %v, source's %v", fd.Mode(), fi.Mode())
+	}
+}
+
+func TestCopyLayout(t *testing.T) {
+	src := newMap(t, 1000, 8, 16, "--mode", "0644")
+	fill(t, src, special)
+	dst := filepath.Join(t.TempDir(), "new.map")
+	ok(t, "copy", "--avg-value", "64", "--max-value", "4096", "--segments", "4", "--mode", "0600", src, dst)
+	d, err := offmap.Open(dst, offmap.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := d.Stats()
+	d.Close()
+	if st.Capacity != 1000 || st.AverageValueSize != 64 || st.MaxValueSize != 4096 || st.Segments != 4 {
+		t.Errorf("copy's layout: %+v", st)
+	}
+	if fi, _ := os.Stat(dst); fi.Mode().Perm() != 0o600 {
+		t.Errorf("copy's mode %v", fi.Mode())
+	}
+	sameContents(t, contents(t, dst), special)
+}
+
+func TestCopyErrors(t *testing.T) {
+	src := newMap(t, 1000, 8, 16)
+	fill(t, src, sampleEntries(500))
+	dir := t.TempDir()
+
+	// Too small: nothing is left behind.
+	dst := filepath.Join(dir, "small.map")
+	fails(t, 2, "is too small after", "copy", "--entries", "50", src, dst)
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Fatalf("a failed copy left %v", names)
+	}
+	// Entries over the new limits.
+	fill(t, src, map[string]string{"big": strings.Repeat("v", 200)})
+	fails(t, 2, "give a larger --max-key or --max-value", "copy", "--max-value", "100", "--avg-value", "16", src, dst)
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Fatalf("a failed copy left %v", names)
+	}
+	// Never overwrites.
+	if err := os.WriteFile(dst, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fails(t, 2, "already exists", "copy", src, dst)
+	if b, _ := os.ReadFile(dst); string(b) != "precious" {
+		t.Fatal("copy overwrote an existing file")
+	}
+	fails(t, 2, "no such file", "copy", filepath.Join(dir, "missing.map"), filepath.Join(dir, "out.map"))
+	fails(t, 2, "wrong number of arguments", "copy", src)
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/offmap/offmap/offmap"
+)
+
+func TestCreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.map")
+	out := ok(t, "create", path, "--entries", "5000", "--avg-key", "16", "--avg-value", "8",
+		"--max-value", "1000", "--segments", "8", "--mode", "0640")
+	if !strings.Contains(out, "capacity 5000 entries, 8 segments") {
+		t.Errorf("create printed %q", out)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %o, want 640", fi.Mode().Perm())
+	}
+	m, err := offmap.Open(path, offmap.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.Stats()
+	m.Close()
+	if st.Capacity != 5000 || st.AverageKeySize != 16 || st.AverageValueSize != 8 ||
+		st.MaxValueSize != 1000 || st.Segments != 8 || st.Len != 0 {
+		t.Errorf("created %+v", st)
+	}
+	ok(t, "verify", path)
+
+	// Flags after, before or between the arguments.
+	ok(t, "create", "--entries=10", filepath.Join(t.TempDir(), "a.map"), "--avg-key", "4", "--avg-value=4")
+}
+
+func TestCreateErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.map")
+	fails(t, 2, "needs --entries, --avg-key and --avg-value", "create", path, "--entries", "10")
+	fails(t, 2, "--entries must be positive", "create", path, "--entries", "0", "--avg-key", "4", "--avg-value", "4")
+	fails(t, 2, "--avg-key must be positive", "create", path, "--entries", "10", "--avg-key", "-4", "--avg-value", "4")
+	fails(t, 2, "invalid value", "create", path, "--entries", "many", "--avg-key", "4", "--avg-value", "4")
+	fails(t, 2, "not an octal permission", "create", path, "--entries", "10", "--avg-key", "4", "--avg-value", "4", "--mode", "rw")
+	fails(t, 2, "flag provided but not defined: -size", "create", path, "--size", "10")
+	fails(t, 2, "wrong number of arguments", "create", "--entries", "10", "--avg-key", "4", "--avg-value", "4")
+	fails(t, 2, "invalid options: MaxKeySize 70000 exceeds 65535", "create", path, "--entries", "10", "--avg-key", "4", "--avg-value", "4", "--max-key", "70000")
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("a failed create left a file")
+	}
+	if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fails(t, 2, "already exists", "create", path, "--entries", "10", "--avg-key", "4", "--avg-value", "4")
+	if b, _ := os.ReadFile(path); string(b) != "precious" {
+		t.Fatal("create overwrote an existing file")
+	}
+}

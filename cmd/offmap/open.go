@@ -1,0 +1,175 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"github.com/offmap/offmap/offmap"
+)
+
+// mustExist fails with a one-line error unless path is an existing file.
+// offmap.Open creates a missing file when given sizes; commands that work
+// on an existing map check first, so that they never create one.
+func mustExist(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: no such file", path)
+	case err != nil:
+		return err
+	case st.IsDir():
+		return fmt.Errorf("%s is a directory, not a map file", path)
+	}
+	return nil
+}
+
+// Options for openMap: the file's layout, read-only or not.
+var (
+	readOnly  = offmap.Options{ReadOnly: true}
+	readWrite = offmap.Options{}
+)
+
+// openMap opens the existing map at path; zero sizes in opts take the
+// file's. Read-only maps never repair anything, so what a crash left
+// stays visible to stat and verify.
+func openMap(path string, opts offmap.Options) (*offmap.Map, error) {
+	if err := mustExist(path); err != nil {
+		return nil, err
+	}
+	m, err := offmap.Open(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.ReadOnly && m.ReadOnly() {
+		m.Close()
+		return nil, fmt.Errorf("%s: permission denied (this user may not write the file)", path)
+	}
+	return m, nil
+}
+
+// isFileDamage reports whether err says that a file is not a sound map:
+// empty, foreign, truncated, of another version, or corrupt.
+func isFileDamage(err error) bool {
+	for _, e := range []error{offmap.ErrEmptyFile, offmap.ErrNotMap, offmap.ErrTruncated, offmap.ErrVersion, offmap.ErrCorrupt} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// layout holds the flags that size a new map (create, load, copy).
+type layout struct {
+	entries                    int64
+	avgKey, avgValue           int
+	maxKey, maxValue, segments int
+	mode                       octalMode
+}
+
+// octalMode is a file permission flag written in octal, like chmod's.
+type octalMode uint32
+
+func (m *octalMode) String() string { return fmt.Sprintf("%#o", uint32(*m)) }
+
+func (m *octalMode) Set(s string) error {
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || v > 0o777 {
+		return fmt.Errorf("%q is not an octal permission such as 0644", s)
+	}
+	*m = octalMode(v)
+	return nil
+}
+
+func (l *layout) define(fs *flag.FlagSet) {
+	fs.Int64Var(&l.entries, "entries", 0, "capacity: the map holds `N` entries")
+	fs.IntVar(&l.avgKey, "avg-key", 0, "`BYTES` per key on average")
+	fs.IntVar(&l.avgValue, "avg-value", 0, "`BYTES` per value on average")
+	fs.IntVar(&l.maxKey, "max-key", 0, "`BYTES` of the largest key (at most 65535; default max(8 x avg-key, 256))")
+	fs.IntVar(&l.maxValue, "max-value", 0, "`BYTES` of the largest value (default max(8 x avg-value, 256))")
+	fs.IntVar(&l.segments, "segments", 0, "`N` independently locked segments (default: about one per 1024 entries, at least 16)")
+	l.mode = 0o600
+	fs.Var(&l.mode, "mode", "permission `BITS` of the new file, in octal")
+}
+
+// check rejects sizes given as zero or negative: zero means "not given".
+func (l *layout) check(c *cli, fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err != nil {
+			return
+		}
+		switch f.Name {
+		case "entries", "avg-key", "avg-value", "max-key", "max-value", "segments":
+			if n, _ := strconv.ParseInt(f.Value.String(), 10, 64); n <= 0 {
+				err = c.usageError("--%s must be positive", f.Name)
+			}
+		}
+	})
+	return err
+}
+
+// given reports whether any size flag was set.
+func (l *layout) given() bool {
+	return l.entries != 0 || l.avgKey != 0 || l.avgValue != 0 || l.maxKey != 0 || l.maxValue != 0 || l.segments != 0
+}
+
+func (l *layout) options() offmap.Options {
+	return offmap.Options{
+		Entries:          l.entries,
+		AverageKeySize:   l.avgKey,
+		AverageValueSize: l.avgValue,
+		MaxKeySize:       l.maxKey,
+		MaxValueSize:     l.maxValue,
+		Segments:         l.segments,
+		FileMode:         os.FileMode(l.mode),
+	}
+}
+
+// fill sets the sizes that were not given from another layout.
+func (l *layout) fill(from layout) {
+	if l.entries == 0 {
+		l.entries = from.entries
+	}
+	if l.avgKey == 0 {
+		l.avgKey = from.avgKey
+	}
+	if l.avgValue == 0 {
+		l.avgValue = from.avgValue
+	}
+	if l.maxKey == 0 {
+		l.maxKey = from.maxKey
+	}
+	if l.maxValue == 0 {
+		l.maxValue = from.maxValue
+	}
+	if l.segments == 0 {
+		l.segments = from.segments
+	}
+}
+
+// layoutOf returns the layout of an open map.
+func layoutOf(st offmap.Stats) layout {
+	return layout{
+		entries:  st.Capacity,
+		avgKey:   st.AverageKeySize,
+		avgValue: st.AverageValueSize,
+		maxKey:   st.MaxKeySize,
+		maxValue: st.MaxValueSize,
+		segments: st.Segments,
+	}
+}
+
+// createMap makes a new map at path, failing if the path exists.
+func createMap(c *cli, path string, l layout) (*offmap.Map, error) {
+	if l.entries == 0 || l.avgKey == 0 || l.avgValue == 0 {
+		return nil, c.usageError("a new map needs --entries, --avg-key and --avg-value")
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return nil, fmt.Errorf("%s already exists", path)
+	}
+	return offmap.Open(path, l.options())
+}
