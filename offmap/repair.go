@@ -32,6 +32,11 @@ import (
 func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 	var problems []string
 	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	// What a repair does to a slot: done when fixing, to be done when checking.
+	dropped, movedTo := "entry dropped", "moved to slot"
+	if !fix {
+		dropped, movedTo = "recover drops the entry", "recover moves it to slot"
+	}
 	n := t.Len()
 
 	if in := s.hdr.intent.Load(); in != 0 {
@@ -48,7 +53,7 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 			continue
 		}
 		if why := m.invalidSlot(s, s.idx, w); why != "" {
-			report("slot %d: %s; entry dropped", i, why)
+			report("slot %d: %s; %s", i, why, dropped)
 			t.Store(i, 0)
 		}
 	}
@@ -85,7 +90,7 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		e, _ := m.entryAt(s, slotChunk(w))
 		k := m.chunksFor(e.keyLen, e.valLen)
 		if !runIsClear(used, int(slotChunk(w)), k) {
-			report("slot %d: entry at chunk %d overlaps another entry; entry dropped", i, slotChunk(w))
+			report("slot %d: entry at chunk %d overlaps another entry; %s", i, slotChunk(w), dropped)
 			t.Store(i, 0)
 			continue
 		}
@@ -101,7 +106,7 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 			}
 			for j := slotHome(w); j != i; j = next(j, n) {
 				if t.Load(j) == 0 {
-					report("slot %d: entry cut off from its home slot %d; moved to slot %d", i, slotHome(w), j)
+					report("slot %d: entry cut off from its home slot %d; %s %d", i, slotHome(w), movedTo, j)
 					t.Store(j, w)
 					t.Store(i, 0)
 					moved = true
@@ -206,10 +211,13 @@ func (m *Map) replayRedo(s *segment, t slotTable, c uint32) {
 // repairLocked repairs segment s after its lock was taken over from a dead
 // holder. The version stays odd while it works, so readers wait.
 func (m *Map) repairLocked(s *segment) []string {
+	var problems []string
 	if s.hdr.version.Load()&1 == 0 {
 		beginChange(s)
+	} else {
+		problems = append(problems, fmt.Sprintf("segment %d: a write was interrupted (version odd)", s.idx))
 	}
-	problems := m.scanSegment(s, sharedSlots(s.slots), true)
+	problems = append(problems, m.scanSegment(s, sharedSlots(s.slots), true)...)
 	s.hdr.lock.ResetSleepers()
 	endChange(s)
 	return problems
@@ -342,9 +350,8 @@ func (m *Map) Check() error {
 		return ErrClosed
 	}
 	var problems []string
-	for i := range m.hdr.Segments {
-		s := m.segment(i)
-		p, err := m.checkSegment(&s)
+	for i := range int(m.hdr.Segments) {
+		p, err := m.CheckSegment(i)
 		if err != nil {
 			return err
 		}
@@ -356,6 +363,19 @@ func (m *Map) Check() error {
 	return nil
 }
 
+// CheckSegment checks segment i (0 <= i < Stats().Segments) as Check does
+// and returns its problems; tools use it to show progress.
+func (m *Map) CheckSegment(i int) ([]string, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	if i < 0 || i >= int(m.hdr.Segments) {
+		return nil, fmt.Errorf("offmap: segment %d of %d", i, m.hdr.Segments)
+	}
+	s := m.segment(uint32(i))
+	return m.checkSegment(&s)
+}
+
 func (m *Map) checkSegment(s *segment) ([]string, error) {
 	if owner := s.hdr.lock.Owner(); owner != 0 && !shm.Alive(owner) {
 		// Do not take the lock over: report what the dead holder left.
@@ -365,6 +385,10 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 	if m.readOnly {
 		for try := 0; ; try++ {
 			v := s.hdr.version.Load()
+			if v&1 != 0 && s.hdr.lock.Owner() == 0 {
+				return append([]string{fmt.Sprintf("segment %d: version is odd but no process holds the lock", s.idx)},
+					m.scanCopy(s)...), nil
+			}
 			p := m.scanCopy(s)
 			if v&1 == 0 && s.hdr.version.Load() == v {
 				return p, nil

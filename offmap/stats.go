@@ -32,11 +32,13 @@ type Stats struct {
 
 // SegmentStats describes one segment.
 type SegmentStats struct {
-	Entries    int
-	Detached   int
-	BytesUsed  int64
-	LockHolder int  // pid holding the segment lock, or 0
-	HolderDead bool // the holder is gone: the next writer takes over
+	Entries     int
+	Detached    int
+	BytesUsed   int64
+	LockHolder  int  // pid holding the segment lock, or 0
+	HolderDead  bool // the holder is gone: the next writer takes over
+	Writing     bool // a write is in progress (or was, if its writer died)
+	RedoPending bool // an in-place value update is in progress or was interrupted
 }
 
 // Stats returns the map's layout and current fill.
@@ -67,9 +69,11 @@ func (m *Map) Stats() Stats {
 	for i := range m.hdr.Segments {
 		sh := m.segment(i).hdr
 		ss := SegmentStats{
-			Entries:   int(sh.count.Load()),
-			Detached:  int(sh.detached.Load()),
-			BytesUsed: int64(sh.usedChunks.Load()) << m.chunkShift,
+			Entries:     int(sh.count.Load()),
+			Detached:    int(sh.detached.Load()),
+			BytesUsed:   int64(sh.usedChunks.Load()) << m.chunkShift,
+			Writing:     sh.version.Load()&1 != 0,
+			RedoPending: sh.intent.Load() != 0,
 		}
 		if owner := sh.lock.Owner(); owner != 0 {
 			ss.LockHolder = owner.PID()

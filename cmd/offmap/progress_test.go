@@ -84,7 +84,7 @@ func TestProgress(t *testing.T) {
 		{[]string{"dump", src}, []string{"\rdump [", "] 100%  1000/1000 entries"}},
 		{[]string{"load", filepath.Join(dir, "loaded.map"), dump}, []string{"\rload [", "] 100%  " + size + "/" + size}},
 		{[]string{"copy", src, filepath.Join(dir, "copy.map")}, []string{"\rcopy [", "] 100%  1000/1000 entries"}},
-		{[]string{"verify", src}, []string{"\rverify |", "\rverify done"}},
+		{[]string{"verify", src}, []string{"\rverify [", "16/16 segments"}},
 	} {
 		screen := onTerminal(t, false, c.args...)
 		for _, w := range c.want {

@@ -38,12 +38,6 @@ func runRecover(c *cli, args []string) error {
 	if *timeout <= 0 {
 		return c.usageError("--timeout must be positive")
 	}
-	// The library repairs a segment left with an odd version and a free
-	// lock without saying so: note such segments first.
-	var odd []int
-	if _, segs, err := rawState(pos[0]); err == nil {
-		odd, _ = oddUnlocked(pos[0], segs)
-	}
 	// A process that opens the map alone repairs dead processes' leftovers
 	// at once; Recover reports them with its own findings.
 	m, err := openMap(pos[0], offmap.Options{LockTimeout: *timeout})
@@ -51,14 +45,6 @@ func runRecover(c *cli, args []string) error {
 		return err
 	}
 	fixed, err := m.Recover()
-	if err == nil && len(odd) > 0 {
-		_, segs, rerr := rawState(pos[0])
-		for _, i := range odd {
-			if rerr == nil && i < len(segs) && segs[i].version&1 == 0 {
-				fixed = append(fixed, fmt.Sprintf("segment %d: version was odd with no process holding the lock (a write was cut off); repaired", i))
-			}
-		}
-	}
 	for _, f := range fixed {
 		fmt.Fprintf(c.stdout, "fixed: %s\n", f)
 	}

@@ -78,12 +78,7 @@ func runStat(c *cli, args []string) error {
 		return err
 	}
 	defer m.Close()
-	st := m.Stats()
-	_, raw, err := rawState(pos[0])
-	if err != nil {
-		return err
-	}
-	out := statOf(st, raw)
+	out := statOf(m.Stats())
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
@@ -93,7 +88,7 @@ func runStat(c *cli, args []string) error {
 	return nil
 }
 
-func statOf(st offmap.Stats, raw []rawSegment) statJSON {
+func statOf(st offmap.Stats) statJSON {
 	out := statJSON{
 		Path: st.Path, FormatVersion: st.FormatVersion, FileSize: st.FileSize, Created: st.Created,
 		Capacity: st.Capacity, Entries: st.Len, Detached: st.Detached,
@@ -104,17 +99,14 @@ func statOf(st offmap.Stats, raw []rawSegment) statJSON {
 		EntrySpace: st.EntrySpace, BytesUsed: st.BytesUsed,
 	}
 	segSpace := float64(st.ChunkSize) * float64(st.ChunksPerSegment)
-	if len(raw) != len(st.PerSegment) { // the file was replaced meanwhile
-		raw = make([]rawSegment, len(st.PerSegment))
-	}
 	for i, s := range st.PerSegment {
 		out.PerSegment = append(out.PerSegment, segmentJSON{
 			Index: i, Entries: s.Entries, Detached: s.Detached, BytesUsed: s.BytesUsed,
 			EntryFill:  float64(s.Entries+s.Detached) / float64(st.MaxPerSegment),
 			SpaceFill:  float64(s.BytesUsed) / segSpace,
 			LockHolder: s.LockHolder, HolderDead: s.HolderDead,
-			Writing:    raw[i].version&1 != 0,
-			RedoRecord: raw[i].intent != 0,
+			Writing:    s.Writing,
+			RedoRecord: s.RedoPending,
 		})
 	}
 	return out

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
-	"slices"
-	"time"
 
 	"github.com/offmap/offmap/offmap"
 )
@@ -55,19 +53,14 @@ func runVerify(c *cli, args []string) error {
 	}
 	defer m.Close()
 	st := m.Stats()
-	problems, err := check(m, c.newProgress(*quiet, 0, ""))
+	problems, err := check(m, st.Segments, c.newProgress(*quiet, int64(st.Segments), "segments"))
 	if err != nil {
 		return err
 	}
-	raw, oddSegments, err := rawProblems(path, st)
+	raw, err := rawProblems(path, st)
 	if err != nil {
 		return err
 	}
-	// A read-only Check cannot tell a segment left odd by damage from one
-	// that writers keep changing; rawProblems can.
-	problems = slices.DeleteFunc(problems, func(p string) bool {
-		return slices.ContainsFunc(oddSegments, func(i int) bool { return p == fmt.Sprintf("segment %d: kept changing while checked", i) })
-	})
 	problems = append(raw, problems...)
 	if len(problems) == 0 {
 		fmt.Fprintf(c.stdout, "%s: ok: %d entries in %d segments\n", path, st.Len, st.Segments)
@@ -77,83 +70,57 @@ func runVerify(c *cli, args []string) error {
 	for _, p := range problems {
 		fmt.Fprintf(c.stdout, "  %s\n", p)
 	}
-	if len(problems) > len(raw) || len(oddSegments) > 0 {
+	if len(problems) > len(raw) {
 		fmt.Fprintf(c.stdout, "'offmap recover %s' repairs the segments as each line describes.\n", path)
 	}
 	return &exitErr{code: exitNegative, silent: true, err: errors.New("damaged")}
 }
 
-// check runs m.Check, moving the progress spinner meanwhile. (Check is one
-// call over every segment: the spinner shows activity, not a fraction.)
-func check(m *offmap.Map, p *progress) ([]string, error) {
-	done := make(chan error, 1)
-	go func() {
-		debug.SetPanicOnFault(true)
-		defer func() {
-			if r := recover(); r != nil {
-				done <- errors.New(panicMessage(r))
-			}
-		}()
-		done <- m.Check()
-	}()
-	tick := time.NewTicker(redrawEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			p.Done()
-			var ce *offmap.CheckError
-			if errors.As(err, &ce) {
-				return ce.Problems, nil
-			}
-			return nil, err
-		case <-tick.C:
-			p.Tick()
+// check checks every segment, moving the progress bar, and returns the
+// problems found. A fault from a file truncated while mapped becomes an
+// error, not a crash.
+func check(m *offmap.Map, segments int, p *progress) (problems []string, err error) {
+	debug.SetPanicOnFault(true)
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New(panicMessage(r))
 		}
+	}()
+	defer p.Done()
+	for i := range segments {
+		sp, err := m.CheckSegment(i)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, sp...)
+		p.Add(1)
 	}
+	return problems, nil
 }
 
 // rawProblems checks what offmap.Open and Check leave out: the header's
-// reserved bytes, the file's exact size, and segments whose version is odd
-// while no process holds their lock (only damage or a cut-off repair
-// leaves that). It returns the problems and the odd segments.
-func rawProblems(path string, st offmap.Stats) ([]string, []int, error) {
+// reserved bytes and the file's exact size.
+func rawProblems(path string, st offmap.Stats) ([]string, error) {
 	var problems []string
 	const rewrite = " (recover cannot fix this; 'offmap copy' rewrites the file)"
-	h, segs, err := rawState(path)
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	defer f.Close()
+	h, err := readRawHeader(f)
+	if err != nil {
+		return nil, err
 	}
 	if off := h.reservedNonZero(); off >= 0 {
 		problems = append(problems, fmt.Sprintf("header: reserved byte at offset %d is not zero%s", off, rewrite))
 	}
-	fi, err := os.Stat(path)
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if fi.Size() != st.FileSize {
 		problems = append(problems, fmt.Sprintf("file is %d bytes, its header says %d%s", fi.Size(), st.FileSize, rewrite))
 	}
-	odd, err := oddUnlocked(path, segs)
-	for _, i := range odd {
-		problems = append(problems, fmt.Sprintf("segment %d: version is odd but no process holds the lock (a write was cut off)", i))
-	}
-	return problems, odd, err
-}
-
-// oddUnlocked returns the segments whose version is odd while their lock
-// is free, in segs and again in a second reading: a writer that came and
-// went between the two would have changed the version.
-func oddUnlocked(path string, segs []rawSegment) ([]int, error) {
-	_, again, err := rawState(path)
-	if err != nil {
-		return nil, err
-	}
-	var odd []int
-	for i, s := range segs {
-		if s.version&1 != 0 && s.owner == 0 && again[i] == s {
-			odd = append(odd, i)
-		}
-	}
-	return odd, nil
+	return problems, nil
 }

@@ -131,7 +131,7 @@ func damages(t *testing.T) []damage {
 						continue
 					}
 					le.PutUint32(r.b[r.entryOff(seg, slotChunkOf(w))+4:], uint32(len(v))+r.chunkSize)
-					return []string{fmt.Sprintf("segment %d: slot", seg), "overlaps another entry; entry dropped"}
+					return []string{fmt.Sprintf("segment %d: slot", seg), "overlaps another entry; recover drops the entry"}
 				}
 			}
 			t.Fatal("no adjacent entries in the file")
