@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/offmap/offmap/internal/shm"
 )
 
 // The file format, version 1. Part of the format: do not change any of it
@@ -106,25 +107,11 @@ func (h *header) encode() []byte {
 // Each failure wraps its own sentinel: ErrEmptyFile, ErrNotMap,
 // ErrTruncated, ErrVersion or ErrCorrupt.
 func decodeHeader(b []byte, fileSize int64) (*header, error) {
+	if err := shm.CheckHeader(b, fileSize, magic, formatVersion, headerSize, checksumOff); err != nil {
+		return nil, err
+	}
 	le := binary.LittleEndian
-	switch {
-	case fileSize == 0:
-		return nil, ErrEmptyFile
-	case len(b) < len(magic) || string(b[:len(magic)]) != magic:
-		return nil, ErrNotMap
-	case len(b) < 12:
-		return nil, fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, headerSize)
-	}
 	h := &header{Version: le.Uint32(b[8:])}
-	if h.Version != formatVersion {
-		return nil, fmt.Errorf("%w: file has version %d, this build reads version %d", ErrVersion, h.Version, formatVersion)
-	}
-	if len(b) < headerSize {
-		return nil, fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, headerSize)
-	}
-	if got, want := le.Uint64(b[checksumOff:]), xxhash.Sum64(b[:checksumOff]); got != want {
-		return nil, fmt.Errorf("%w: header checksum %#x, expected %#x", ErrCorrupt, got, want)
-	}
 	h.HeaderSize = le.Uint32(b[12:])
 	h.FileSize = le.Uint64(b[16:])
 	h.Seed = le.Uint64(b[24:])

@@ -101,27 +101,11 @@ func create(path string, opts Options) error {
 }
 
 func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, error) {
-	// Every process holds a shared flock while it has the map open, so an
-	// opener that gets the lock exclusively knows it is alone and may
-	// finish what dead processes left behind.
-	exclusive := !readOnly && shm.Flock(f, true, true) == nil
-	if !exclusive {
-		if err := shm.Flock(f, false, false); err != nil {
-			return nil, err
-		}
-	}
-	st, err := f.Stat()
+	page, size, exclusive, err := shm.Attach(f, readOnly, headerSize)
 	if err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: not a regular file", ErrNotMap)
-	}
-	page := make([]byte, min(st.Size(), headerSize))
-	if _, err := f.ReadAt(page, 0); err != nil && err != io.EOF {
-		return nil, err
-	}
-	h, err := decodeHeader(page, st.Size())
+	h, err := decodeHeader(page, size)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/offmap/offmap/internal/shm"
 )
 
 // The file formats, version 1. Part of the format: do not change any of it
@@ -151,7 +152,7 @@ func (h *metaHeader) encode() []byte {
 // fileSize bytes, up to metaSize). Each failure wraps its own sentinel.
 func decodeMeta(b []byte, fileSize int64) (*metaHeader, error) {
 	le := binary.LittleEndian
-	if err := checkPrefix(b, fileSize, metaMagic, metaSize, metaChecksumOff); err != nil {
+	if err := shm.CheckHeader(b, fileSize, metaMagic, formatVersion, metaSize, metaChecksumOff); err != nil {
 		return nil, err
 	}
 	h := &metaHeader{
@@ -205,7 +206,7 @@ func (h *cycleHeader) encode() []byte {
 // decodeCycle validates a cycle file's header page.
 func decodeCycle(b []byte, fileSize int64) (*cycleHeader, error) {
 	le := binary.LittleEndian
-	if err := checkPrefix(b, fileSize, cycleMagic, headerSize, cycleChecksumOff); err != nil {
+	if err := shm.CheckHeader(b, fileSize, cycleMagic, formatVersion, headerSize, cycleChecksumOff); err != nil {
 		return nil, err
 	}
 	h := &cycleHeader{
@@ -224,30 +225,6 @@ func decodeCycle(b []byte, fileSize int64) (*cycleHeader, error) {
 		return nil, fmt.Errorf("%w: cycle %d, previous %d", ErrCorrupt, h.Cycle, int64(h.Prev)-1)
 	}
 	return h, nil
-}
-
-// checkPrefix checks the magic, version, length and checksum common to
-// both files.
-func checkPrefix(b []byte, fileSize int64, magic string, size, sumOff int) error {
-	le := binary.LittleEndian
-	switch {
-	case fileSize == 0:
-		return ErrEmptyFile
-	case len(b) < len(magic) || string(b[:len(magic)]) != magic:
-		return ErrForeign
-	case len(b) < 12:
-		return fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, size)
-	}
-	if v := le.Uint32(b[8:]); v != formatVersion {
-		return fmt.Errorf("%w: file has version %d, this build reads version %d", ErrVersion, v, formatVersion)
-	}
-	if len(b) < size || fileSize < int64(size) {
-		return fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, size)
-	}
-	if got, want := le.Uint64(b[sumOff:]), xxhash.Sum64(b[:sumOff]); got != want {
-		return fmt.Errorf("%w: header checksum %#x, expected %#x", ErrCorrupt, got, want)
-	}
-	return nil
 }
 
 func validSpacing(n int64) bool { return n >= 1 && n <= 1<<16 && n&(n-1) == 0 }

@@ -3,7 +3,6 @@ package queue
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -149,26 +148,11 @@ func createMeta(dir, path string, o Options) error {
 }
 
 func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) {
-	// Every process holds a shared flock on the metadata file while the
-	// queue is open, so one that gets it exclusively knows it is alone.
-	alone := !readOnly && shm.Flock(f, true, true) == nil
-	if !alone {
-		if err := shm.Flock(f, false, false); err != nil {
-			return nil, err
-		}
-	}
-	st, err := f.Stat()
+	b, size, alone, err := shm.Attach(f, readOnly, metaSize)
 	if err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is not a regular file", ErrForeign, metaName)
-	}
-	b := make([]byte, min(st.Size(), metaSize))
-	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
-		return nil, err
-	}
-	h, err := decodeMeta(b, st.Size())
+	h, err := decodeMeta(b, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", metaName, err)
 	}
