@@ -22,35 +22,30 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 	if err := m.checkSizes(key, zeros[:size]); err != nil {
 		return nil, err
 	}
-	if err := m.enterWrite(); err != nil {
-		return nil, err
-	}
-	defer m.exitWrite()
-	h := m.hash(key)
-	sv := m.segment(h.seg)
-	s := &sv
-	if err := m.lock(s); err != nil {
-		return nil, err
-	}
-	defer s.hdr.lock.Unlock()
-	pos, w, e, found, bad := m.find(s, key, h)
-	switch {
-	case found && e.valLen != size:
-		return nil, fmt.Errorf("%w: the key holds a %d-byte value; an %s handle needs %d bytes", ErrValueSize, e.valLen, kind, size)
-	case found:
-		if w&slotPinned == 0 {
-			s.slots[pos].Store(w | slotPinned)
+	var value []byte
+	err := m.withKey(key, func(sv segment, h keyHash) error {
+		s := &sv
+		pos, w, e, found, bad := m.find(s, key, h)
+		switch {
+		case found && e.valLen != size:
+			return fmt.Errorf("%w: the key holds a %d-byte value; an %s handle needs %d bytes", ErrValueSize, e.valLen, kind, size)
+		case found:
+			if w&slotPinned == 0 {
+				s.slots[pos].Store(w | slotPinned)
+			}
+		case bad:
+			return m.corrupt(s, "a lookup met an entry outside the segment")
+		default:
+			var err error
+			if e, err = m.insertLocked(s, pos, h, key, zeros[:size], slotPinned); err != nil {
+				return err
+			}
 		}
-	case bad:
-		return nil, m.corrupt(s, "a lookup met an entry outside the segment")
-	default:
-		var err error
-		if e, err = m.insertLocked(s, pos, h, key, zeros[:size], slotPinned); err != nil {
-			return nil, err
-		}
-	}
-	m.handlesIssued.Store(true)
-	return s.area[e.valOff() : e.valOff()+size], nil
+		m.handlesIssued.Store(true)
+		value = s.area[e.valOff() : e.valOff()+size]
+		return nil
+	})
+	return value, err
 }
 
 // AcquireInt64 returns a handle on key's 8-byte value, creating the entry

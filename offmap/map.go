@@ -220,6 +220,24 @@ func (m *Map) enterWrite() error {
 
 func (m *Map) exitWrite() { m.writers.Add(-1) }
 
+// withKey runs f with key's segment locked, as a write in flight that
+// Close waits for.
+// The segment goes to f by value: a pointer passed to a function value
+// would make it escape to the heap, an allocation per write.
+func (m *Map) withKey(key []byte, f func(s segment, h keyHash) error) error {
+	if err := m.enterWrite(); err != nil {
+		return err
+	}
+	defer m.exitWrite()
+	h := m.hash(key)
+	s := m.segment(h.seg)
+	if err := m.lock(&s); err != nil {
+		return err
+	}
+	defer s.hdr.lock.Unlock() // also when f panics (Update's function)
+	return f(s, h)
+}
+
 // lock takes s's lock; if its holder had died, it repairs the segment.
 func (m *Map) lock(s *segment) error {
 	tookOver, err := s.hdr.lock.Lock(m.self, m.timeout)

@@ -66,19 +66,10 @@ func (m *Map) Put(key, value []byte) error {
 	if err := m.checkSizes(key, value); err != nil {
 		return err
 	}
-	if err := m.enterWrite(); err != nil {
-		return err
-	}
-	defer m.exitWrite()
-	h := m.hash(key)
-	sv := m.segment(h.seg)
-	s := &sv
-	if err := m.lock(s); err != nil {
-		return err
-	}
-	err := m.putLocked(s, key, value, h)
-	s.hdr.lock.Unlock()
-	return err
+	return m.withKey(key, func(sv segment, h keyHash) error {
+		s := &sv
+		return m.putLocked(s, key, value, h)
+	})
 }
 
 func (m *Map) putLocked(s *segment, key, value []byte, h keyHash) error {
@@ -219,26 +210,21 @@ func (m *Map) Delete(key []byte) (bool, error) {
 	if len(key) > int(m.hdr.MaxKey) {
 		return false, nil
 	}
-	if err := m.enterWrite(); err != nil {
-		return false, err
-	}
-	defer m.exitWrite()
-	h := m.hash(key)
-	sv := m.segment(h.seg)
-	s := &sv
-	if err := m.lock(s); err != nil {
-		return false, err
-	}
-	defer s.hdr.lock.Unlock()
-	pos, w, e, found, bad := m.find(s, key, h)
-	if !found {
-		if bad {
-			return false, m.corrupt(s, "a lookup met an entry outside the segment")
+	deleted := false
+	err := m.withKey(key, func(sv segment, h keyHash) error {
+		s := &sv
+		pos, w, e, found, bad := m.find(s, key, h)
+		if !found {
+			if bad {
+				return m.corrupt(s, "a lookup met an entry outside the segment")
+			}
+			return nil
 		}
-		return false, nil
-	}
-	m.deleteLocked(s, pos, w, e)
-	return true, nil
+		m.deleteLocked(s, pos, w, e)
+		deleted = true
+		return nil
+	})
+	return deleted, err
 }
 
 // deleteLocked removes the entry e at slot pos. A pinned entry (value

@@ -34,17 +34,10 @@ func (m *Map) Update(key []byte, fn func(value []byte, found bool) ([]byte, Op))
 	if len(key) > int(m.hdr.MaxKey) {
 		return m.checkSizes(key, nil)
 	}
-	if err := m.enterWrite(); err != nil {
-		return err
-	}
-	defer m.exitWrite()
-	h := m.hash(key)
-	sv := m.segment(h.seg)
-	s := &sv
-	if err := m.lock(s); err != nil {
-		return err
-	}
-	defer s.hdr.lock.Unlock() // also when fn panics: nothing was changed yet
+	return m.withKey(key, func(s segment, h keyHash) error { return m.updateKeyLocked(&s, h, key, fn) })
+}
+
+func (m *Map) updateKeyLocked(s *segment, h keyHash, key []byte, fn func([]byte, bool) ([]byte, Op)) error {
 	pos, w, e, found, bad := m.find(s, key, h)
 	if !found && bad {
 		return m.corrupt(s, "a lookup met an entry outside the segment")
