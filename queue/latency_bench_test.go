@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,3 +113,75 @@ func BenchmarkCrossProcessSpin(b *testing.B) { benchCrossProcess(b, Spin) }
 // BenchmarkCrossProcessBlock: the reader sleeps in the kernel between
 // messages and is woken through the queue's doorbell and its notifier.
 func BenchmarkCrossProcessBlock(b *testing.B) { benchCrossProcess(b, Block) }
+
+// benchIdle blocks 1,000 tailers of 1,000 queues for two seconds and
+// reports the CPU this process used meanwhile, as % of one core: what idle
+// waiting costs. wait blocks the tailers and returns when ctx is done.
+func benchIdle(b *testing.B, wait func(ctx context.Context, ts []*Tailer)) {
+	const n = 1000
+	dir := b.TempDir()
+	ts := make([]*Tailer, n)
+	for i := range ts {
+		q := openT(b, fmt.Sprintf("%s/q%d", dir, i), Options{})
+		ts[i] = tailerT(b, q)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { wait(ctx, ts); close(done) }()
+	time.Sleep(200 * time.Millisecond) // let every tailer block
+	meter, err := latency.StartCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	time.Sleep(2 * time.Second)
+	u, err := meter.Read()
+	threads := osThreads()
+	b.StopTimer()
+	cancel()
+	<-done
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(u.Percent, "cpu-%")
+	b.ReportMetric(float64(threads), "os-threads")
+}
+
+// osThreads returns the number of OS threads of this process.
+func osThreads() int {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if n, ok := strings.CutPrefix(l, "Threads:"); ok {
+			v, _ := strconv.Atoi(strings.TrimSpace(n))
+			return v
+		}
+	}
+	return 0
+}
+
+// BenchmarkIdleBlockedTailers: 1,000 goroutines each blocked in
+// Tailer.Wait(Block) on its own queue.
+func BenchmarkIdleBlockedTailers(b *testing.B) {
+	benchIdle(b, func(ctx context.Context, ts []*Tailer) {
+		var wg sync.WaitGroup
+		for _, t := range ts {
+			wg.Add(1)
+			go func() { defer wg.Done(); t.Wait(ctx, Block) }()
+		}
+		wg.Wait()
+	})
+}
+
+// BenchmarkIdleSet: one goroutine waiting on a Set of 1,000 tailers.
+func BenchmarkIdleSet(b *testing.B) {
+	benchIdle(b, func(ctx context.Context, ts []*Tailer) {
+		s := NewSet()
+		for _, t := range ts {
+			s.Add(t)
+		}
+		s.Wait(ctx, nil)
+		for _, t := range ts {
+			s.Remove(t)
+		}
+	})
+}
