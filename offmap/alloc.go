@@ -14,20 +14,21 @@ func (m *Map) allocLocked(s *segment, n int) (uint32, bool) {
 	if h := s.hdr.allocHint.Load(); h < uint64(total) {
 		hint = int(h)
 	}
-	c, ok := findRun(s.bitmap, hint, total, n)
+	bm := m.bitmap(s)
+	c, ok := findRun(bm, hint, total, n)
 	if !ok {
-		c, ok = findRun(s.bitmap, 0, min(hint+n-1, total), n)
+		c, ok = findRun(bm, 0, min(hint+n-1, total), n)
 	}
 	if !ok {
 		return 0, false
 	}
-	setRun(s.bitmap, c, n)
+	setRun(bm, c, n)
 	s.hdr.allocHint.Store(uint64(c + n))
 	return uint32(c), true
 }
 
 func (m *Map) freeLocked(s *segment, c uint32, n int) {
-	clearRun(s.bitmap, int(c), n)
+	clearRun(m.bitmap(s), int(c), n)
 }
 
 // findRun returns the first i in [from, to-n] such that bits [i, i+n) are

@@ -183,8 +183,9 @@ func storeSmall(dst, value []byte) {
 // replays step 3 from the scratch area (repairLocked); a read-only reader
 // that finds the writer dead reads the scratch value instead.
 func (m *Map) redoInPlace(s *segment, c uint32, e entry, value []byte) {
-	shm.U64(s.scratch, 0).Store(uint64(len(value)))
-	shm.Store(s.scratch[8:], value)
+	scratch := m.scratch(s)
+	shm.U64(scratch, 0).Store(uint64(len(value)))
+	shm.Store(scratch[8:], value)
 	crash("redo.scratch")
 	beginChange(s)
 	s.hdr.intent.Store(uint64(c) + 1)
@@ -199,7 +200,7 @@ func (m *Map) redoInPlace(s *segment, c uint32, e entry, value []byte) {
 func (m *Map) applyRedo(s *segment, e entry, n int) {
 	shm.U32(s.area, e.off+4).Store(uint32(n))
 	crash("redo.length")
-	shm.Store(s.area[e.valOff():], s.scratch[8:8+n])
+	shm.Store(s.area[e.valOff():], m.scratch(s)[8:8+n])
 	if pad8(n) < pad8(e.valLen) {
 		shm.Zero(s.area[e.valOff()+pad8(n) : e.valOff()+pad8(e.valLen)])
 	}

@@ -87,7 +87,7 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 		_, w, e, found, bad := m.find(s, key, h)
 		out := dst[:base]
 		if found && wantValue {
-			if in := s.hdr.intent.Load(); quiescent && in == uint64(slotChunk(w))+1 {
+			if quiescent && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
 				out = m.scratchValue(out, s, e)
 			} else {
 				out = loadValue(out, s, e)
@@ -119,6 +119,6 @@ func (m *Map) scratchValue(dst []byte, s *segment, e entry) []byte {
 	}
 	base := len(dst)
 	dst = append(dst, make([]byte, n)...)
-	shm.Load(dst[base:], s.scratch[8:])
+	shm.Load(dst[base:], m.scratch(s)[8:])
 	return dst
 }

@@ -81,7 +81,8 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		owner[c] = keep
 	}
 
-	used := make([]uint64, len(s.bitmap))
+	bitmap := m.bitmap(s)
+	used := make([]uint64, len(bitmap))
 	for i := range n {
 		w := t.Load(i)
 		if w == 0 {
@@ -142,8 +143,8 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 	}
 	leaked, unmarked := 0, 0
 	for k := range used {
-		leaked += popcount(s.bitmap[k] &^ used[k])
-		unmarked += popcount(used[k] &^ s.bitmap[k])
+		leaked += popcount(bitmap[k] &^ used[k])
+		unmarked += popcount(used[k] &^ bitmap[k])
 	}
 	if leaked > 0 {
 		report("%d chunks marked used belong to no entry (an insert was interrupted)", leaked)
@@ -152,7 +153,7 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		report("%d chunks of live entries are marked free", unmarked)
 	}
 	if fix {
-		copy(s.bitmap, used)
+		copy(bitmap, used)
 		s.hdr.count.Store(count)
 		s.hdr.detached.Store(detached)
 		s.hdr.usedChunks.Store(chunks)

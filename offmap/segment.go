@@ -91,27 +91,37 @@ func (m *Map) split(h uint64) keyHash {
 
 // segment is a view of one segment's memory. It is computed from the
 // hash on each operation (segment), not loaded from a table, so that a
-// lookup's first memory accesses depend on nothing but the key.
+// lookup's first memory accesses depend on nothing but the key; what only
+// writers need (bitmap, scratch) is computed when they ask.
 type segment struct {
-	idx     int
-	hdr     *segmentHeader
-	slots   []atomic.Uint64
-	bitmap  []uint64 // only touched with the lock held
-	scratch []byte
-	area    []byte
+	idx   int
+	base  int // of the segment's data in the mapping
+	hdr   *segmentHeader
+	slots []atomic.Uint64
+	area  []byte
 }
 
 func (m *Map) segment(i uint32) segment {
 	h := &m.hdr
 	base := int(h.SegmentsOff) + int(i)*int(h.SegmentStride)
+	area := base + int(h.AreaOff)
 	return segment{
-		idx:     int(i),
-		hdr:     shm.Overlay[segmentHeader](m.mem, int(h.SegHeadersOff)+int(i)*segmentHeaderSize),
-		slots:   shm.U64s(m.mem, base, int(h.SlotsPerSegment)),
-		bitmap:  shm.Words(m.mem, base+int(h.BitmapOff), int((h.ChunksPerSegment+63)/64)),
-		scratch: m.mem[base+int(h.ScratchOff) : base+int(h.AreaOff)],
-		area:    m.mem[base+int(h.AreaOff) : base+int(h.AreaOff)+int(h.ChunksPerSegment)<<m.chunkShift],
+		idx:   int(i),
+		base:  base,
+		hdr:   shm.Overlay[segmentHeader](m.mem, int(h.SegHeadersOff)+int(i)*segmentHeaderSize),
+		slots: shm.U64s(m.mem, base, int(h.SlotsPerSegment)),
+		area:  m.mem[area : area+int(h.ChunksPerSegment)<<m.chunkShift],
 	}
+}
+
+// bitmap is s's free-chunk bitmap; only touched with the lock held.
+func (m *Map) bitmap(s *segment) []uint64 {
+	return shm.Words(m.mem, s.base+int(m.hdr.BitmapOff), int((m.hdr.ChunksPerSegment+63)/64))
+}
+
+// scratch is s's redo record.
+func (m *Map) scratch(s *segment) []byte {
+	return m.mem[s.base+int(m.hdr.ScratchOff) : s.base+int(m.hdr.AreaOff)]
 }
 
 // entry is the location of an entry in a segment's entry space, checked
@@ -233,7 +243,7 @@ func loadValue(dst []byte, s *segment, e entry) []byte {
 // scratchLen returns the value length in s's redo record, or -1 if it is
 // over the map's limit (only damage does that).
 func (m *Map) scratchLen(s *segment) int {
-	n := shm.U64(s.scratch, 0).Load()
+	n := shm.U64(m.scratch(s), 0).Load()
 	if n > uint64(m.hdr.MaxValue) {
 		return -1
 	}
