@@ -69,8 +69,85 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 		return dst, false, nil
 	}
 	h := m.hash(key)
+	// The common case in as few instructions as possible, so that the CPU
+	// overlaps the cache misses of consecutive lookups: no writer at work,
+	// and the key found or cleanly absent.
+	version := shm.U64(m.mem, int(m.hdr.SegHeadersOff)+int(h.seg)*segmentHeaderSize+versionOff)
+	if v := version.Load(); v&1 == 0 {
+		area := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride) + int(m.hdr.AreaOff)
+		off, n, found, bad := m.probe(area-int(m.hdr.AreaOff), area, key, h)
+		if !bad {
+			out := dst
+			if found && wantValue {
+				out = appendValueAt(dst, m.mem, off, n)
+			}
+			if version.Load() == v && !m.closed.Load() {
+				return out, found, nil
+			}
+		}
+	}
 	sv := m.segment(h.seg)
-	s := &sv
+	return m.readSlow(dst, key, h, &sv, wantValue)
+}
+
+// probe looks key up for a reader, in the segment whose slots start at
+// base and entries at area (offsets in the mapping): the offset and length
+// of its value if found. bad reports bytes out of the segment's bounds.
+func (m *Map) probe(base, area int, key []byte, h keyHash) (valOff, valLen int, found, bad bool) {
+	n := m.hdr.SlotsPerSegment
+	areaEnd := area + int(m.hdr.ChunksPerSegment)<<m.chunkShift
+	i := h.home
+	for range n {
+		w := shm.U64(m.mem, base+int(i)*8).Load()
+		if w&slotMatch == h.match {
+			off := area + int(slotChunk(w))<<m.chunkShift
+			if off > areaEnd-entryHeaderSize {
+				return 0, 0, false, true
+			}
+			hw := shm.U64(m.mem, off).Load() // key length | value length << 32
+			kl, vl := int(uint32(hw)), int(hw>>32)
+			if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl) > areaEnd {
+				return 0, 0, false, true
+			}
+			if kl == len(key) && shm.Equal(m.mem[off+entryHeaderSize:], key) {
+				return off + entryHeaderSize + pad8(kl), vl, true, false
+			}
+		} else if w == 0 {
+			return 0, 0, false, false
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+	return 0, 0, false, true
+}
+
+// appendValueAt appends the n-byte value at mem[off:] to dst; values of up
+// to 8 bytes are read with one atomic load.
+func appendValueAt(dst, mem []byte, off, n int) []byte {
+	l := len(dst)
+	if cap(dst)-l < n {
+		dst = append(dst[:l:l], make([]byte, n)...)
+	} else {
+		dst = dst[:l+n]
+	}
+	switch {
+	case n == 8:
+		putWord(dst[l:], shm.U64(mem, off).Load())
+	case n > 8:
+		shm.Load(dst[l:], mem[off:])
+	case n > 0:
+		w := shm.U64(mem, off).Load()
+		for i := range n {
+			dst[l+i] = byte(w >> (8 * i))
+		}
+	}
+	return dst
+}
+
+// readSlow is readValue's loop for when a writer is at work, has died,
+// or the segment is damaged.
+func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) ([]byte, bool, error) {
 	base := len(dst)
 	var since time.Time
 	quiescent := false

@@ -22,6 +22,9 @@ import (
 //
 // count, detached, usedChunks and the bitmap are derived from the slots;
 // a repair recomputes them.
+// versionOff is the offset of segmentHeader.version.
+const versionOff = 16
+
 type segmentHeader struct {
 	lock       shm.Mutex
 	version    atomic.Uint64
