@@ -87,6 +87,24 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
+// BenchmarkGetDependent chooses each key from the previous value, so that
+// lookups cannot overlap: the latency of one Get rather than throughput.
+func BenchmarkGetDependent(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	buf := make([]byte, 0, 8)
+	var prev uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var err error
+		if buf, err = m.AppendValue(buf[:0], keys[(i+int(prev&1))%benchEntries]); err != nil {
+			b.Fatal(err)
+		}
+		prev = binary.LittleEndian.Uint64(buf)
+	}
+}
+
 func BenchmarkGetAllocating(b *testing.B) {
 	m := benchMap(b)
 	keys := bench.keys
@@ -238,6 +256,19 @@ func BenchmarkGoMapRWMutexGet(b *testing.B) {
 		mu.RUnlock()
 	}
 	_ = sink
+}
+
+func BenchmarkGoMapRWMutexGetDependent(b *testing.B) {
+	benchMap(b)
+	var mu sync.RWMutex
+	gm, keys := bench.goMap, bench.keys
+	var prev uint64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		mu.RLock()
+		prev = gm[string(keys[(i+int(prev&1))%benchEntries])]
+		mu.RUnlock()
+	}
 }
 
 func BenchmarkGoMapRWMutexUpdate(b *testing.B) {
