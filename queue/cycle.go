@@ -345,13 +345,9 @@ const hintEvery = 16
 // advanced records that this process appended up to (seq, off), and moves
 // the shared hint there now and then.
 func (c *cycle) advanced(seq uint32, off, prevOff int64) {
-	nw := packHint(seq, off)
-	for {
-		cur := c.local.Load()
-		if _, o := unpackHint(cur); o >= off || c.local.CompareAndSwap(cur, nw) {
-			break
-		}
-	}
+	// A plain store: if appending goroutines race, the position may go
+	// back a slot or two, and the next claim walks forward over them.
+	c.local.Store(packHint(seq, off))
 	if seq%hintEvery == 0 || off/pageSize != prevOff/pageSize {
 		c.advanceHint(seq, off)
 	}
