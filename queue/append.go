@@ -66,6 +66,16 @@ func (q *Queue) Reserve(n int) (Writing, error) {
 	}
 }
 
+// Prepare readies this process to append: it takes a writer lease and
+// maps the current cycle file, creating it if needed, work that the first
+// Append would otherwise do while a latency-sensitive caller waits.
+func (q *Queue) Prepare() error {
+	if q.wcur.Load() != nil {
+		return nil
+	}
+	return q.startAppending()
+}
+
 // Bytes returns the reserved payload, to be written before Commit.
 func (w *Writing) Bytes() []byte { return w.buf }
 

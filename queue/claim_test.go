@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 )
 
@@ -37,5 +38,33 @@ func TestInterleavedAppenders(t *testing.T) {
 	}
 	if _, _, err := tl.Next(); err != ErrNoMessage {
 		t.Fatalf("after %d messages: %v", n, err)
+	}
+}
+
+func TestPrepare(t *testing.T) {
+	dir := t.TempDir()
+	q := openT(t, dir, Options{})
+	if cs, _ := q.Cycles(); len(cs) != 0 {
+		t.Fatalf("a new queue has cycle files %v", cs)
+	}
+	if err := q.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _ := q.Cycles(); len(cs) != 1 {
+		t.Fatalf("after Prepare: cycle files %v", cs)
+	}
+	if err := q.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Append([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.Prepare(); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Prepare of a read-only queue: %v", err)
 	}
 }

@@ -161,7 +161,7 @@ func (q *Queue) createCycle(path string, n uint32, prev uint64) error {
 	}
 	size := int64(max(q.opts.BlockSize, 2*headerSize))
 	size = min(size, q.meta.MaxCycleSize)
-	return shm.CreateAtomic(path, q.opts.FileMode, size, func(f *os.File) error {
+	return shm.CreateAtomic(path, q.opts.FileMode, size, false, func(f *os.File) error {
 		_, err := f.WriteAt(h.encode(), 0)
 		return err
 	})

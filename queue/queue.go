@@ -141,7 +141,7 @@ func createMeta(dir, path string, o Options) error {
 		now = o.Clock()
 	}
 	h := o.newMeta(now)
-	return shm.CreateAtomic(path, o.FileMode, metaSize, func(f *os.File) error {
+	return shm.CreateAtomic(path, o.FileMode, metaSize, true, func(f *os.File) error {
 		_, err := f.WriteAt(h.encode(), 0)
 		return err
 	})

@@ -9,8 +9,9 @@ import (
 // DeleteCycles deletes every cycle file but the newest keep (at least
 // one, the cycle being appended to), sparing the cycles that a named
 // tailer has not acknowledged past, unless force is set. It returns the
-// cycles deleted. Processes that still map a deleted file keep reading it;
-// tailers that reach it later go on from the next cycle that exists.
+// cycles deleted. This process unmaps the deleted files it is not reading;
+// other processes that still map one keep reading it. Tailers that reach a
+// deleted cycle later go on from the next cycle that exists.
 func (q *Queue) DeleteCycles(keep int, force bool) ([]uint32, error) {
 	if q.readOnly {
 		return nil, ErrReadOnly
@@ -46,6 +47,7 @@ func (q *Queue) DeleteCycles(keep int, force bool) ([]uint32, error) {
 			continue
 		}
 		deleted = append(deleted, n)
+		q.forget(n)
 		q.event(CycleDeleted, n)
 	}
 	if len(errs) > 0 {
@@ -72,4 +74,19 @@ func (q *Queue) minAcked() (uint32, bool) {
 		lowest = min(lowest, c)
 	}
 	return lowest, found
+}
+
+// forget unmaps cycle n if this process maps it without using it, so that
+// its tailers do not read a deleted file from the mapping cache.
+func (q *Queue) forget(n uint32) {
+	q.mu.Lock()
+	c := q.cycles[n]
+	if c == nil || c.refs.Load() != 0 {
+		q.mu.Unlock()
+		return
+	}
+	delete(q.cycles, n)
+	q.unidle(c)
+	q.mu.Unlock()
+	c.unmap()
 }

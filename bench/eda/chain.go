@@ -38,6 +38,8 @@ type chain struct {
 	instances []*instance
 	counters  *offmap.Map
 	bad       atomic.Int64 // malformed or miscounted messages
+
+	serviceProbes bool // record each service's hop
 }
 
 // openCounters opens the counter map shared by every process of a run.
@@ -100,7 +102,9 @@ func (c *chain) serve(in *instance, s int, msg, buf []byte, shard int) error {
 		c.bad.Add(1)
 		return errBadMessage
 	}
-	c.rec.record(shard, probeHop1+s-1, m.scheduled, latency.Nanotime()-m.scheduled)
+	if c.serviceProbes {
+		c.rec.record(shard, probeHop1+s-1, m.scheduled, latency.Nanotime()-m.scheduled)
+	}
 	in.counters[s-1].Add(1)
 	in.handled[s-1]++
 	m.value++

@@ -29,6 +29,7 @@ type childSpec struct {
 	Wait    WaitMode      `json:"wait"`
 	Workers int           `json:"workers"`
 	Batch   time.Duration `json:"batch"`
+	Probes  bool          `json:"service_probes"`
 }
 
 // childReport is a child's last line on stdout.
@@ -80,7 +81,7 @@ func child(args []string) error {
 	defer counters.Close()
 	tr := &Queues{Dir: spec.Dir}
 	defer tr.Close()
-	c := &chain{counters: counters}
+	c := &chain{counters: counters, serviceProbes: spec.Probes}
 	srv, err := open(c, tr, spec.Seed, spec.Role)
 	if err != nil {
 		return err
@@ -158,7 +159,7 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 			workers = 1 // a process per instance: one loop, one P
 			env = append(env, "GOMAXPROCS=1")
 		}
-		spec, _ := json.Marshal(childSpec{Role: r, Plan: p, Seed: seed, Dir: dir, Wait: cfg.Wait, Workers: workers, Batch: cfg.Batch})
+		spec, _ := json.Marshal(childSpec{Role: r, Plan: p, Seed: seed, Dir: dir, Wait: cfg.Wait, Workers: workers, Batch: cfg.Batch, Probes: !cfg.NoServiceProbes})
 		cmd := exec.Command(exe, ChildArg, string(spec))
 		cmd.Env = env
 		cmd.Stderr = os.Stderr

@@ -92,6 +92,10 @@ type Config struct {
 	// per message when idle). A send released late is charged its delay.
 	Batch time.Duration
 
+	// NoServiceProbes skips the per-service probes (five timestamps and
+	// histogram records per message) and keeps only the end-to-end ones.
+	NoServiceProbes bool
+
 	Warmup    time.Duration
 	Runs      int
 	RunLength time.Duration

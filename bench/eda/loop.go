@@ -201,8 +201,9 @@ func (l *loop) drain(t *queue.Tailer, r route) error {
 		if err := l.c.handle(r.in, r.k, msg, l.buf, l.shard); err != nil {
 			return err
 		}
+		// in.tailers holds only topics this loop serves.
 		if r.k < Services {
-			if next := r.in.tailers[r.k+1]; next != nil && l.route[next].in == r.in {
+			if next := r.in.tailers[r.k+1]; next != nil {
 				if err := l.drain(next, route{r.in, r.k + 1}); err != nil {
 					return err
 				}

@@ -27,6 +27,10 @@ func (t *Queues) Topic(name string) (Producer, Consumer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := q.Prepare(); err != nil {
+		q.Close()
+		return nil, nil, err
+	}
 	tl, err := q.Tailer()
 	if err != nil {
 		q.Close()

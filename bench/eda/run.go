@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			kids = append(kids, role{Instances: []int{i}, Senders: true, Services: []int{1, 2, 3, 4, 5}, Receivers: true})
 		}
 	}
-	c := &chain{counters: counters}
+	c := &chain{counters: counters, serviceProbes: !cfg.NoServiceProbes}
 	srv, err := open(c, tr, seed, local)
 	if err != nil {
 		return nil, err

@@ -86,6 +86,7 @@ type settings struct {
 	dir       string
 	verbose   bool
 	profile   string
+	probes    bool
 }
 
 func (s *settings) register(fs *flag.FlagSet) {
@@ -100,6 +101,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.dir, "dir", os.TempDir(), "directory for the queues and the counter map")
 	fs.BoolVar(&s.verbose, "v", false, "print each setting's runs and probes (JLBH style) and progress")
 	fs.StringVar(&s.profile, "cpuprofile", "", "write a CPU profile of this process to this file")
+	fs.BoolVar(&s.probes, "service-probes", true, "also record the latency up to each service (five more samples per message)")
 }
 
 // startProfile starts the CPU profile if asked for; the returned func stops it.
@@ -138,6 +140,7 @@ func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 	cfg := eda.Config{
 		Instances: instances, Rate: s.rate, Wait: w, Placement: p, Workers: s.workers,
 		Batch: s.batch, Warmup: s.warmup, Runs: s.runs, RunLength: s.runLength, Dir: s.dir,
+		NoServiceProbes: !s.probes,
 	}
 	if s.verbose {
 		cfg.Out, cfg.Progress = stderr, stderr
@@ -156,7 +159,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 }
 
 func demo(ctx context.Context, stdout, stderr io.Writer) error {
-	s := settings{rate: 1000, wait: "loop", placement: "process", workers: runtime.GOMAXPROCS(0),
+	s := settings{rate: 1000, wait: "loop", placement: "process", workers: runtime.GOMAXPROCS(0), probes: true,
 		batch: time.Millisecond, warmup: 2 * time.Second, runs: 2, runLength: 4 * time.Second, dir: os.TempDir()}
 	cfg, err := s.config(1, stderr)
 	if err != nil {

@@ -119,34 +119,38 @@ func Flock(f *os.File, exclusive, nonblocking bool) error {
 }
 
 // CreateAtomic builds a new file of size bytes, lets fill write its
-// contents, syncs it and only then links it at path, so that path never
-// shows a half-written file, even if this process dies. It returns an
-// error wrapping os.ErrExist when path already exists (another process won
-// the race to create it).
-func CreateAtomic(path string, mode os.FileMode, size int64, fill func(f *os.File) error) error {
+// contents, and only then links it at path, so that path never shows a
+// half-written file, even if this process dies. With durable set it also
+// syncs the file before linking it and the directory after, so that the
+// file survives a power loss too. It returns an error wrapping os.ErrExist
+// when path already exists (another process won the race to create it).
+func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
 	dir := filepath.Dir(path)
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, uint32(mode.Perm()))
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOTDIR) {
 			return &os.PathError{Op: "create", Path: path, Err: err}
 		}
-		return createViaTempName(path, mode, size, fill)
+		return createViaTempName(path, mode, size, durable, fill)
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	if err := prepare(f, mode, size, fill); err != nil {
+	if err := prepare(f, mode, size, durable, fill); err != nil {
 		return err
 	}
 	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
 	if err != nil {
 		return &os.LinkError{Op: "link", Old: "(new file)", New: path, Err: err}
 	}
+	if !durable {
+		return nil
+	}
 	return syncDir(dir)
 }
 
 // createViaTempName is CreateAtomic for file systems without O_TMPFILE: a
 // crash may leave the temporary file behind, never a partial map.
-func createViaTempName(path string, mode os.FileMode, size int64, fill func(f *os.File) error) error {
+func createViaTempName(path string, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".creating-*")
 	if err != nil {
@@ -155,16 +159,19 @@ func createViaTempName(path string, mode os.FileMode, size int64, fill func(f *o
 	tmp := f.Name()
 	defer os.Remove(tmp)
 	defer f.Close()
-	if err := prepare(f, mode, size, fill); err != nil {
+	if err := prepare(f, mode, size, durable, fill); err != nil {
 		return err
 	}
 	if err := os.Link(tmp, path); err != nil {
 		return err
 	}
+	if !durable {
+		return nil
+	}
 	return syncDir(dir)
 }
 
-func prepare(f *os.File, mode os.FileMode, size int64, fill func(f *os.File) error) error {
+func prepare(f *os.File, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
 	if err := f.Chmod(mode.Perm()); err != nil {
 		return err
 	}
@@ -173,6 +180,9 @@ func prepare(f *os.File, mode os.FileMode, size int64, fill func(f *os.File) err
 	}
 	if err := fill(f); err != nil {
 		return err
+	}
+	if !durable {
+		return nil
 	}
 	return f.Sync()
 }
