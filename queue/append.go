@@ -335,7 +335,7 @@ func (c *cycle) recordIndex(seq uint32, off int64, writer uint64) {
 	}
 	arr := int64(c.l1[a].Load())
 	if arr == 0 {
-		_, at, _, err := c.claim(indexArrayBytes, flagMeta, writer)
+		_, at, _, err := c.claim(indexArraySlot, flagMeta, writer)
 		if err != nil {
 			return
 		}

@@ -69,7 +69,9 @@ import (
 //	bit  62     end of cycle: the next message is in the next cycle file
 //	bit  63     not complete: the writer is still writing the payload
 //
-// A header of 0 is a free slot. An index array holds indexEntries offsets:
+// A header of 0 is a free slot. An index array is a metadata slot whose
+// payload is indexArrayBytes+56 bytes (a 64-byte multiple with its header);
+// its first indexArrayBytes hold indexEntries offsets:
 // entry i of array j is the offset of message (j*indexEntries+i)*spacing
 // (0: not recorded).
 const (
@@ -101,7 +103,12 @@ const (
 	l1Entries        = (headerSize - l1Off) / 8 // 480
 	indexEntries     = 4096
 	indexArrayBytes  = indexEntries * 8
-	dataStart        = headerSize
+	// indexArraySlot is the payload length of an index array's slot: the
+	// array padded so that the slot takes a multiple of 64 bytes, and the
+	// messages after it keep the cache-line alignment of those before
+	// (a stream of 32-byte slots never straddles two lines).
+	indexArraySlot = indexArrayBytes + 56
+	dataStart      = headerSize
 )
 
 // Slot header bits.
