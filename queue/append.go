@@ -37,7 +37,7 @@ func (q *Queue) Append(msg []byte) (uint64, error) {
 // later by other appenders may be committed first, but readers see every
 // message in index order.
 func (q *Queue) Reserve(n int) (Writing, error) {
-	if n < 0 || n > maxMessage || int64(n) > q.meta.MaxCycleSize-dataStart-indexArrayBytes-16 {
+	if n < 0 || int64(n) > q.maxAppend {
 		return Writing{}, fmt.Errorf("%w: %d bytes", ErrTooLarge, n)
 	}
 	for {
@@ -74,6 +74,28 @@ func (q *Queue) Prepare() error {
 		return nil
 	}
 	return q.startAppending()
+}
+
+// PrefetchAppend starts bringing in the memory the next append to this
+// queue will write, without waiting for it: an event loop that serves many
+// queues calls it for a queue it will serve soon, so that the cache and
+// TLB misses of one overlap the work on another. It reads the queue's and
+// its cycle's state to find where the next message goes; PrefetchState,
+// called a little earlier, brings those in.
+func (q *Queue) PrefetchAppend() {
+	shm.PrefetchWord(q.sleepers) // notify reads it after the append
+	if c := q.wcur.Load(); c != nil {
+		if _, off := unpackHint(c.local.Load()); off >= dataStart {
+			shm.Prefetch(c.mem(), int(off))
+		}
+	}
+}
+
+// PrefetchState starts bringing in the queue's own state, ahead of a
+// PrefetchAppend or an append. It reads nothing.
+func (q *Queue) PrefetchState() {
+	shm.PrefetchObject(q)
+	shm.PrefetchObject(&q.wcur)
 }
 
 // Bytes returns the reserved payload, to be written before Commit.
@@ -140,7 +162,7 @@ func (q *Queue) appendCycle() (*cycle, error) {
 // clock it costs one atomic load: a timer raises the flag at the cycle's
 // end (a millisecond or so late, which only delays the roll).
 func (q *Queue) rollDue() bool {
-	if q.opts.Clock != nil {
+	if q.clocked {
 		return q.opts.Clock().UnixNano() >= q.rollAt.Load()
 	}
 	return q.rollFlag.Load()

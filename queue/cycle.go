@@ -16,29 +16,28 @@ import (
 // as much of the file as it holds, behind which the mapping grows inside
 // an address range reserved for the largest cycle file.
 type cycle struct {
-	q        *Queue
-	num      uint32
-	prev     uint64 // previous cycle + 1, 0 for the first
-	f        *os.File
-	reg      *shm.Region
-	writable bool
-	refs     atomic.Int64 // appender role, tailers, appends in flight
-
-	view   atomic.Pointer[[]byte] // the mapped prefix; only grows
-	growMu sync.Mutex             // serialises mapping and file growth
-
-	touched atomic.Int64 // pages before it are faulted in (pretouch.go)
-	ahead   atomic.Bool  // a pretouch request is pending
-
-	hint *atomic.Uint64
-	next *atomic.Uint64
-	l1   []atomic.Uint64
-
+	// What every append reads and writes, in the first cache line.
+	refs atomic.Int64           // appender role, tailers, appends in flight
+	view atomic.Pointer[[]byte] // the mapped prefix; only grows
 	// local is where this process's last append ended (packed like the
 	// hint; 0 when unknown). An appender tries the slot there first and
 	// reads the shared hint only when another appender got there before
 	// it, so a lone writer touches the file only where it writes.
-	local atomic.Uint64
+	local    atomic.Uint64
+	touched  atomic.Int64 // pages before it are faulted in (pretouch.go)
+	ahead    atomic.Bool  // a pretouch request is pending
+	writable bool
+	q        *Queue
+	num      uint32
+
+	prev   uint64 // previous cycle + 1, 0 for the first
+	f      *os.File
+	reg    *shm.Region
+	growMu sync.Mutex // serialises mapping and file growth
+
+	hint *atomic.Uint64
+	next *atomic.Uint64
+	l1   []atomic.Uint64
 }
 
 // acquire returns cycle n with a reference, mapping it if needed. With

@@ -20,19 +20,28 @@ import (
 // opens it. Appends and tailers are safe for concurrent use; Close must
 // come after the queue's other uses have returned.
 type Queue struct {
+	// What every append reads, in the struct's first cache line: an event
+	// loop appending to thousands of queues then misses one line per queue.
+	wcur       atomic.Pointer[cycle] // the cycle appends go to (holds a reference)
+	rollFlag   atomic.Bool           // without a test clock: raised by rollTimer at its end
+	clocked    bool                  // opts.Clock is set
+	spacing    uint                  // log2 of the index spacing
+	writerBits uint64                // this process's lease in slot headers
+	maxAppend  int64                 // the largest message a cycle file can take
+	sleepers   *atomic.Uint32
+	wake       waitState // its first field, the listener list, is read by every append
+
 	dir      string
 	opts     Options
 	meta     metaHeader
 	readOnly bool
 	self     shm.Token
-	spacing  uint // log2 of the index spacing
 
 	metaFile *os.File
 	metaMap  *shm.Mapping
 	lock     *shm.Mutex
 	latest   *atomic.Uint64 // latest cycle + 1
 	bell     *atomic.Uint32
-	sleepers *atomic.Uint32
 	leases   []atomic.Uint64 // token, generation pairs
 	tailers  []byte          // the named-tailer table
 
@@ -42,15 +51,10 @@ type Queue struct {
 	tailSet map[*Tailer]struct{}
 	closed  atomic.Bool
 
-	appendMu   sync.Mutex            // serialises rolls and lease changes
-	wcur       atomic.Pointer[cycle] // the cycle appends go to (holds a reference)
-	writerBits uint64                // this process's lease in slot headers
-	leaseIdx   int                   // -1: no lease yet
-	rollAt     atomic.Int64          // with a test clock: when wcur's cycle ends
-	rollFlag   atomic.Bool           // without: raised by rollTimer at its end
-	rollTimer  *time.Timer           // guarded by appendMu
-
-	wake waitState
+	appendMu  sync.Mutex   // serialises rolls and lease changes
+	leaseIdx  int          // -1: no lease yet
+	rollAt    atomic.Int64 // with a test clock: when wcur's cycle ends
+	rollTimer *time.Timer  // guarded by appendMu
 }
 
 // idleCycles is how many unreferenced cycle files a process keeps mapped,
@@ -182,6 +186,10 @@ func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) 
 		cycles:   make(map[uint32]*cycle),
 		tailSet:  make(map[*Tailer]struct{}),
 		leaseIdx: -1,
+		clocked:  o.Clock != nil,
+		// Room for the message, the cycle's first index array and the
+		// header that follows the last slot.
+		maxAppend: min(maxMessage, h.MaxCycleSize-dataStart-indexArrayBytes-16),
 	}
 	if alone {
 		q.recoverAlone()

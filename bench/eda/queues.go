@@ -63,6 +63,12 @@ func (p queueProducer) Send(msg []byte) error {
 	return err
 }
 
+// Prefetch starts bringing in what the next Send will write.
+func (p queueProducer) Prefetch() { p.q.PrefetchAppend() }
+
+// PrefetchState starts bringing in the producer's own state.
+func (p queueProducer) PrefetchState() { p.q.PrefetchState() }
+
 type queueConsumer struct{ t *queue.Tailer }
 
 func (c *queueConsumer) Poll() ([]byte, bool, error) {

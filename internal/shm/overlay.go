@@ -104,3 +104,19 @@ func Heap(size int) []byte {
 func Aligned(b []byte, align int) bool {
 	return len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(align) == 0
 }
+
+// Prefetch starts bringing the cache line at b[off] in, to be read or
+// written soon: an event loop calls it for the next item's memory while it
+// works on the current one, so that the cache and TLB misses overlap. It
+// does nothing when off is outside b.
+func Prefetch(b []byte, off int) {
+	if off >= 0 && off < len(b) {
+		prefetch(uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(off))
+	}
+}
+
+// PrefetchWord is Prefetch for the line holding w.
+func PrefetchWord(w *atomic.Uint32) { prefetch(uintptr(unsafe.Pointer(w))) }
+
+// PrefetchObject is Prefetch for the first cache line of *p, a Go object.
+func PrefetchObject[T any](p *T) { prefetch(uintptr(unsafe.Pointer(p))) }

@@ -1,0 +1,65 @@
+package eda
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkChain measures the CPU cost of one message crossing a whole
+// chain (six appends, six reads, five counter adds) in an event loop that
+// serves many instances, without pacing: what decides how many instances
+// two cores can carry. One op is one message.
+func BenchmarkChain(b *testing.B) {
+	for _, n := range []int{1, 100, 500} {
+		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			counters, err := openCounters(dir, n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer counters.Close()
+			tr := &Queues{Dir: dir}
+			defer tr.Close()
+			c := &chain{counters: counters}
+			r := role{Instances: allInstances(n), Senders: true, Services: []int{1, 2, 3, 4, 5}, Receivers: true}
+			if _, err := open(c, tr, 1, r); err != nil {
+				b.Fatal(err)
+			}
+			c.plan = plan{Start: 0, Warmup: int64(time.Hour), RunLength: int64(time.Hour), Runs: 1, Instances: n, Interval: int64(time.Millisecond)}
+			c.rec = newRecorder(c.plan, 1)
+			l := newLoop(c, 0, 0)
+			for _, in := range c.instances {
+				l.addSender(in)
+				for k := 0; k <= Services; k++ {
+					if err := l.addConsumer(in, k, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				id := i % n
+				in := l.sendTo[id]
+				if prefetching {
+					l.prefetchState(l.sendTo[(id+4)%n])
+					l.prefetch(l.sendTo[(id+2)%n])
+				}
+				if err := c.send(in, int64(i), l.buf); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.follow(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+var prefetching = true
+
+func BenchmarkChainNoPrefetch(b *testing.B) {
+	prefetching = false
+	defer func() { prefetching = true }()
+	BenchmarkChain(b)
+}

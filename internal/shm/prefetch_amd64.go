@@ -1,0 +1,8 @@
+package shm
+
+// prefetch asks the CPU to bring the cache line at p (and its page
+// translation) closer, without waiting for it. Unlike a load it never
+// faults, whatever p is.
+//
+//go:noescape
+func prefetch(p uintptr)
