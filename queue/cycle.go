@@ -94,8 +94,14 @@ func (c *cycle) release() {
 	}
 	q := c.q
 	q.mu.Lock()
-	if c.refs.Load() != 0 || q.cycles[c.num] != c {
+	if c.refs.Load() != 0 {
 		q.mu.Unlock()
+		return
+	}
+	if q.cycles[c.num] != c {
+		// Forgotten while in use (its file deleted): its last user unmaps it.
+		q.mu.Unlock()
+		c.unmap()
 		return
 	}
 	if q.closed.Load() {

@@ -76,17 +76,23 @@ func (q *Queue) minAcked() (uint32, bool) {
 	return lowest, found
 }
 
-// forget unmaps cycle n if this process maps it without using it, so that
-// its tailers do not read a deleted file from the mapping cache.
+// forget drops cycle n from this process's mapping cache, so that no
+// tailer of the process reads the deleted file from it. A cycle in use
+// stays mapped for its users; the last release unmaps it.
 func (q *Queue) forget(n uint32) {
 	q.mu.Lock()
 	c := q.cycles[n]
-	if c == nil || c.refs.Load() != 0 {
+	if c == nil {
 		q.mu.Unlock()
 		return
 	}
 	delete(q.cycles, n)
-	q.unidle(c)
+	idle := c.refs.Load() == 0
+	if idle {
+		q.unidle(c)
+	}
 	q.mu.Unlock()
-	c.unmap()
+	if idle {
+		c.unmap()
+	}
 }
