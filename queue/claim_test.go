@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"testing"
 )
 
@@ -66,5 +67,30 @@ func TestPrepare(t *testing.T) {
 	defer ro.Close()
 	if err := ro.Prepare(); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Prepare of a read-only queue: %v", err)
+	}
+}
+
+// TestOpenRace has goroutines (each its own open, as processes would be)
+// create the same queue at once: all must open it.
+func TestOpenRace(t *testing.T) {
+	for round := range 20 {
+		dir := t.TempDir() + "/q"
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		qs := make([]*Queue, 8)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				qs[i], errs[i] = Open(dir, Options{})
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d, opener %d: %v", round, i, err)
+			}
+			qs[i].Close()
+		}
 	}
 }

@@ -136,6 +136,11 @@ func createMeta(dir, path string, o Options) error {
 		return err
 	}
 	for _, e := range ents {
+		if e.Name() == metaName {
+			return os.ErrExist // another process created it meanwhile: open that
+		}
+	}
+	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), ".") {
 			return fmt.Errorf("%w: it holds %s but no %s", ErrNotQueue, e.Name(), metaName)
 		}
