@@ -271,7 +271,11 @@ func (t *Tailer) peek() (uint64, error) {
 	// Fast path: a complete message inside the mapped prefix.
 	if t.c != nil && t.off+8 <= int64(len(t.mem)) {
 		h := shm.U64(t.mem, int(t.off)).Load()
-		if h != 0 && h&(flagBusy|flagEOF|flagMeta|flagSkipped) == 0 {
+		if h == 0 && !t.closed { // nothing yet: the common answer of a poll
+			t.stallHdr = 0
+			return 0, ErrNoMessage
+		}
+		if h&(flagBusy|flagEOF|flagMeta|flagSkipped) == 0 {
 			if n := h & lenMask; n <= maxMessage && t.off+slotSize(n) <= int64(len(t.mem)) {
 				return h, nil
 			}
