@@ -182,8 +182,8 @@ func (l *loop) sleep(ctx context.Context, next int64) error {
 		start := l.c.plan.Start
 		next = start + (next-start+l.batch-1)/l.batch*l.batch
 	}
-	// Wake at least every 10 ms to notice ctx.
-	l.pacer.WaitUntil(min(next, latency.Nanotime()+int64(10*time.Millisecond)))
+	// Wake at least every 100 ms to notice ctx.
+	l.pacer.WaitUntil(min(next, latency.Nanotime()+int64(100*time.Millisecond)))
 	return ctx.Err()
 }
 
