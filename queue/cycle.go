@@ -35,6 +35,8 @@ type cycle struct {
 	reg    *shm.Region
 	growMu sync.Mutex // serialises mapping and file growth
 
+	unmapped atomic.Bool // unmap has run
+
 	hint *atomic.Uint64
 	next *atomic.Uint64
 	l1   []atomic.Uint64
@@ -64,13 +66,15 @@ func (q *Queue) acquire(n uint32, create bool, prev uint64) (*cycle, bool, error
 	return c, created, nil
 }
 
-func (q *Queue) unidle(c *cycle) {
+// unidle takes c off the idle list and reports whether it was there.
+func (q *Queue) unidle(c *cycle) bool {
 	for i, x := range q.idle {
 		if x == c {
 			q.idle = append(q.idle[:i], q.idle[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // tryRef takes a reference on a cycle that still has one.
@@ -85,6 +89,10 @@ func (c *cycle) tryRef() bool {
 		}
 	}
 }
+
+// repeatedUnmaps counts unmap calls on an already unmapped cycle: a
+// reference-counting bug, which tests assert never happens.
+var repeatedUnmaps atomic.Int64
 
 // release drops a reference. The last one parks the cycle among the idle
 // mappings; the oldest idle mapping is then unmapped.
@@ -124,6 +132,12 @@ func (c *cycle) release() {
 }
 
 func (c *cycle) unmap() error {
+	// A second unmap could remove whatever the kernel has since mapped at
+	// the same address: refuse it, and count it so that tests notice.
+	if !c.unmapped.CompareAndSwap(false, true) {
+		repeatedUnmaps.Add(1)
+		return nil
+	}
 	err := c.reg.Unmap()
 	if e := c.f.Close(); err == nil {
 		err = e

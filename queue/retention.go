@@ -87,10 +87,10 @@ func (q *Queue) forget(n uint32) {
 		return
 	}
 	delete(q.cycles, n)
-	idle := c.refs.Load() == 0
-	if idle {
-		q.unidle(c)
-	}
+	// Only a cycle on the idle list is unmapped here. A zero count alone
+	// is not enough: a release that just dropped the last reference may be
+	// waiting for q.mu, and it unmaps a forgotten cycle itself.
+	idle := q.unidle(c)
 	q.mu.Unlock()
 	if idle {
 		c.unmap()

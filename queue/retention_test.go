@@ -77,3 +77,27 @@ func TestKeepCycles(t *testing.T) {
 		t.Fatalf("%d cycles kept, want 3", len(cs))
 	}
 }
+
+// TestForgetRacesRelease deletes a cycle while other goroutines take and
+// drop references to it: every mapping is unmapped exactly once.
+func TestForgetRacesRelease(t *testing.T) {
+	clk := newClock()
+	q := openT(t, t.TempDir(), Options{Roll: Minutely, Clock: clk.Now})
+	q.Append(msgOf(0))
+	n := q.wcur.Load().num
+	before := repeatedUnmaps.Load()
+	for round := 0; round < 2000; round++ {
+		c, _, err := q.acquire(n, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); c.release() }()
+		go func() { defer wg.Done(); q.forget(n) }()
+		wg.Wait()
+	}
+	if d := repeatedUnmaps.Load() - before; d != 0 {
+		t.Fatalf("%d cycles unmapped twice", d)
+	}
+}
