@@ -68,8 +68,8 @@ func runHelper(role, dir, args string) int {
 		}
 		fmt.Println("reserved", w.Index())
 		select {}
-	case "latency-reader": // wait mode, messages: record and print latency
-		return latencyReader(q, WaitMode(a[0]), a[1])
+	case "latency-reader": // wait mode, messages, warm-up: record and print latency
+		return latencyReader(q, WaitMode(a[0]), a[1], a[2])
 	case "wait-once": // block until one message, print it
 		tl, _ := q.Tailer()
 		tl.SeekEnd()

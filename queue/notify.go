@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -116,6 +117,12 @@ func (s *shard) run() {
 			}
 			q.wake.idleWake(q)
 			changed[i] = nil
+		}
+		if len(changed) > 0 {
+			// Let the woken tailers run on this thread now, rather than
+			// leave them to a second thread that must itself be woken:
+			// halves the CPU of a wake-up and shortens it.
+			runtime.Gosched()
 		}
 	}
 }
