@@ -214,7 +214,17 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 			return nil, err
 		}
 	}
-	return cs, ctx.Err()
+	// A child that died after its ready line has cancelled ctx: name it,
+	// rather than the cancellation it caused.
+	err := cs.failed()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		cs.kill()
+		return nil, err
+	}
+	return cs, nil
 }
 
 func (cs *children) pids() []int {
