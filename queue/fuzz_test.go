@@ -2,14 +2,17 @@ package queue
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 )
 
 // FuzzCycleFile writes arbitrary bytes as a queue's only cycle file, then
-// reads, seeks, appends and takes statistics: any outcome but a panic or a
-// fault is fine.
+// reads, seeks, appends and takes statistics: any outcome but a panic, a
+// fault or a hang is fine.
 func FuzzCycleFile(f *testing.F) {
 	seedDir := f.TempDir()
 	q, err := Open(seedDir, Options{IndexSpacing: 1, BlockSize: 16 << 10, MaxCycleSize: 64 << 10})
@@ -35,6 +38,7 @@ func FuzzCycleFile(f *testing.F) {
 		if len(data) > 256<<10 {
 			return
 		}
+		defer failIfHung(5 * time.Second)()
 		dir := t.TempDir()
 		q, err := Open(dir, Options{IndexSpacing: 1, BlockSize: 16 << 10, MaxCycleSize: 64 << 10, SkipAfter: 1})
 		if err != nil {
@@ -62,4 +66,20 @@ func FuzzCycleFile(f *testing.F) {
 		tl.SeekStart()
 		tl.Drain(1000, func(uint64, []byte) bool { return true })
 	})
+}
+
+// failIfHung crashes the process, with every goroutine's stack, unless the
+// returned function is called within d: a file that makes the queue hang
+// must fail the fuzzer, which otherwise waits on it forever.
+func failIfHung(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+		case <-time.After(d):
+			buf := make([]byte, 1<<20)
+			panic(fmt.Sprintf("hung for %v:\n%s", d, buf[:runtime.Stack(buf, true)]))
+		}
+	}()
+	return func() { close(done) }
 }
