@@ -75,8 +75,13 @@ func (s *server) start(cfg Config) error {
 		// message it did not produce itself: it follows each down the
 		// chain instead of waiting for topics.
 		closed := s.r.Senders && s.r.Receivers && len(s.r.Services) == Services
+		// Each loop takes a contiguous block of instances, not every n-th:
+		// an instance's Go structures (tailers, cycles, counters) are
+		// allocated beside its neighbours', and loops on different cores
+		// writing to neighbours' cache lines cost a third more CPU at 500
+		// instances.
 		for j, in := range c.instances {
-			l := loops[j%len(loops)]
+			l := loops[j*len(loops)/len(c.instances)]
 			if s.r.Senders {
 				l.addSender(in)
 			}
