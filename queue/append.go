@@ -111,9 +111,9 @@ func (w *Writing) Commit() (uint64, error) {
 		return 0, errors.New("queue: Commit of a Writing that is not reserved")
 	}
 	w.c = nil
-	// Publish: one atomic store clears not-complete. Only this writer
+	// Publish: one release store clears not-complete. Only this writer
 	// changes a busy header of a live process, so no CAS is needed.
-	shm.U64(c.mem(), int(w.off)).Store(w.hdr &^ flagBusy)
+	shm.StoreRelease(shm.U64(c.mem(), int(w.off)), w.hdr&^flagBusy)
 	q := c.q
 	c.release()
 	q.notify()

@@ -366,7 +366,7 @@ const hintEvery = 16
 func (c *cycle) advanced(seq uint32, off, prevOff int64) {
 	// A plain store: if appending goroutines race, the position may go
 	// back a slot or two, and the next claim walks forward over them.
-	c.local.Store(packHint(seq, off))
+	shm.StoreRelease(&c.local, packHint(seq, off))
 	if seq%hintEvery == 0 || off/pageSize != prevOff/pageSize {
 		c.advanceHint(seq, off)
 	}
