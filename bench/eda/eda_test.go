@@ -85,3 +85,30 @@ func TestProcessPlacements(t *testing.T) {
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// TestProbesReported: with service probes on, every run reports the two
+// end-to-end probes and one per service; with them off, only the two
+// end-to-end probes (not five empty ones).
+func TestProbesReported(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		cfg := short(t, 2, Loop, InProcess)
+		cfg.NoServiceProbes = off
+		r, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkIntact(t, r, cfg)
+		want := 2 + Services
+		if off {
+			want = 2
+		}
+		if len(r.All) != want {
+			t.Fatalf("service probes off=%v: %d probes over all runs, want %d", off, len(r.All), want)
+		}
+		for _, run := range r.Latency.Runs {
+			if len(run.Probes) != want {
+				t.Fatalf("service probes off=%v: run %d has %d probes, want %d", off, run.Run, len(run.Probes), want)
+			}
+		}
+	}
+}

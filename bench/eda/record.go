@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -212,11 +213,24 @@ func runResults(hs [][probes]*hdr.Histogram, p plan) []latency.RunResult {
 	runs := make([]latency.RunResult, len(hs))
 	for run := range hs {
 		rr := latency.RunResult{Run: run + 1, ElapsedNanos: p.RunLength}
-		for pr := range probes {
+		for _, pr := range recordedProbes(hs) {
 			rr.Probes = append(rr.Probes, latency.StatsOf(probeName(pr), hs[run][pr]))
 		}
 		rr.Sent = rr.Probes[probeEndToEnd].Count
 		runs[run] = rr
 	}
 	return runs
+}
+
+// recordedProbes lists the probes to report: a service probe with no
+// sample in any run was not recorded (NoServiceProbes) and is left out
+// rather than reported as zeros.
+func recordedProbes(hs [][probes]*hdr.Histogram) []int {
+	var out []int
+	for pr := range probes {
+		if pr < probeHop1 || slices.ContainsFunc(hs, func(run [probes]*hdr.Histogram) bool { return run[pr].TotalCount() > 0 }) {
+			out = append(out, pr)
+		}
+	}
+	return out
 }

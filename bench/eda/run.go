@@ -340,9 +340,9 @@ func checkCounters(m *offmap.Map, instances int, handled map[[2]int]int64, p pla
 
 // allRuns merges each probe over the runs.
 func allRuns(hs [][probes]*hdr.Histogram) []latency.ProbeStats {
-	out := make([]latency.ProbeStats, probes)
-	for pr := range probes {
-		out[pr] = latency.StatsOf(probeName(pr), mergeRuns(hs, pr))
+	var out []latency.ProbeStats
+	for _, pr := range recordedProbes(hs) {
+		out = append(out, latency.StatsOf(probeName(pr), mergeRuns(hs, pr)))
 	}
 	return out
 }

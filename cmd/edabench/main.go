@@ -173,7 +173,7 @@ func demo(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout)
-	writeTable(stdout, []*eda.Result{r}, 100*time.Millisecond)
+	writeTable(stdout, []*eda.Result{r}, verdict{sla: 100 * time.Millisecond})
 	return checked(r)
 }
 
@@ -204,7 +204,7 @@ func runOne(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	writeTable(stdout, []*eda.Result{r}, 100*time.Millisecond)
+	writeTable(stdout, []*eda.Result{r}, verdict{sla: 100 * time.Millisecond})
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, []*eda.Result{r}); err != nil {
 			return err

@@ -55,6 +55,7 @@ func TestBadArguments(t *testing.T) {
 		{"run", "-dir", "/no/such/dir"},
 		{"run", "extra"},
 		{"sweep", "-counts", "1,x"},
+		{"sweep", "-verdict", "mostly"},
 	} {
 		_, stderr, err := edabench(t, args...)
 		if exitCode(err) == 0 {
