@@ -26,4 +26,13 @@
 // one notifier per process watches for many queues at once (FUTEX_WAITV);
 // appenders make no system call while nobody waits. Set lets an event
 // loop wait for many tailers at once.
+//
+// Where to put a queue: its pages live in the page cache either way, and
+// the kernel writes those of a disk file back in bursts (when dirty
+// memory reaches its threshold, or 30 s after a file was first dirtied).
+// Under sustained appends of tens of MB a second a burst costs seconds of
+// kernel CPU and write faults on the pages being appended to, which
+// appenders and readers feel as stalls. A queue that only needs to
+// outlive processes, not the machine, belongs on tmpfs (/dev/shm), which
+// never writes back; docs/BENCHMARKS.md has the measurements.
 package queue
