@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +17,7 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/offmap/offmap/bench/latency"
+	"github.com/offmap/offmap/internal/shm"
 )
 
 // Write-to-read latency between two processes: this process appends
@@ -28,14 +32,33 @@ const (
 	latencyMessage = 16
 )
 
+// latencyRecorder keeps the reader's two histograms.
+type latencyRecorder struct{ corrected, raw *hdr.Histogram }
+
+func newLatencyRecorder() latencyRecorder {
+	return latencyRecorder{hdr.New(1, int64(10*time.Second), 3), hdr.New(1, int64(10*time.Second), 3)}
+}
+
+// record adds a message stamped sched (scheduled) and sent (actual), read
+// at now.
+func (r latencyRecorder) record(now, sched, sent int64) {
+	r.corrected.RecordValue(now - sched)
+	r.raw.RecordValue(now - sent)
+}
+
+func (r latencyRecorder) print() {
+	for _, h := range []*hdr.Histogram{r.corrected, r.raw} {
+		fmt.Println(h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max())
+	}
+}
+
 func latencyReader(q *Queue, mode WaitMode, n, warmup int) int {
 	t, err := q.Tailer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	corrected := hdr.New(1, int64(10*time.Second), 3)
-	raw := hdr.New(1, int64(10*time.Second), 3)
+	rec := newLatencyRecorder()
 	fmt.Println("ready")
 	ctx := context.Background()
 	for seen := 0; seen < warmup+n; {
@@ -50,23 +73,113 @@ func latencyReader(q *Queue, mode WaitMode, n, warmup int) int {
 			}
 			now := latency.Nanotime()
 			if seen >= warmup {
-				corrected.RecordValue(now - int64(binary.LittleEndian.Uint64(m)))
-				raw.RecordValue(now - int64(binary.LittleEndian.Uint64(m[8:])))
+				rec.record(now, int64(binary.LittleEndian.Uint64(m)), int64(binary.LittleEndian.Uint64(m[8:])))
 			}
 			seen++
 		}
 	}
-	for _, h := range []*hdr.Histogram{corrected, raw} {
-		fmt.Println(h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max())
-	}
+	rec.print()
 	return 0
 }
 
-func benchCrossProcess(b *testing.B, mode WaitMode, rate, minN, warmup int) {
+// The floor: the same two processes and stamps with no queue between
+// them. The writer stores each message's two stamps in a ring in a shared
+// file and publishes its count; the reader spins on the count, yielding
+// as often as a spinning tailer does. What it measures is the Go runtime
+// and the machine; the queue's own share of the spinning reader's latency
+// is the difference. (bench/cfloor/spin.c is the same without Go.)
+
+const (
+	floorRing = 1 << 16 // messages: 0.65 s at 100,000/s
+	floorFile = "floor"
+	floorSize = 64 + floorRing*16
+)
+
+// mapFloor maps the shared file: the count at offset 0, then the ring.
+func mapFloor(dir string, create bool) (*shm.Mapping, error) {
+	flag := os.O_RDWR
+	if create {
+		flag |= os.O_CREATE
+	}
+	f, err := os.OpenFile(filepath.Join(dir, floorFile), flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if create {
+		if err := f.Truncate(floorSize); err != nil {
+			return nil, err
+		}
+	}
+	return shm.Map(f, 0, floorSize, true)
+}
+
+func floorReader(dir string, n, warmup int) int {
+	m, err := mapFloor(dir, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mem := m.Bytes()
+	count := shm.U64(mem, 0)
+	rec := newLatencyRecorder()
+	fmt.Println("ready")
+	for seen, spins := uint64(0), 0; seen < uint64(warmup+n); spins++ {
+		for c := count.Load(); seen < c; seen++ {
+			now := latency.Nanotime()
+			slot := 64 + int(seen%floorRing)*16
+			sched, sent := shm.U64(mem, slot).Load(), shm.U64(mem, slot+8).Load()
+			if count.Load()-seen >= floorRing {
+				fmt.Fprintln(os.Stderr, "floor reader: lapped by the writer")
+				return 1
+			}
+			if seen >= uint64(warmup) {
+				rec.record(now, int64(sched), int64(sent))
+			}
+		}
+		if spins&63 == 63 {
+			runtime.Gosched() // as Tailer.Wait(Spin)
+		}
+	}
+	rec.print()
+	return 0
+}
+
+// benchCrossProcess starts a reader process in the given wait mode (or
+// the floor's reader) and sends it 16-byte messages at rate, then reports
+// the latencies it measured.
+func benchCrossProcess(b *testing.B, mode WaitMode, floor bool, rate, minN, warmup int) {
 	n := max(b.N, minN)
 	dir := b.TempDir()
-	q := openT(b, dir, Options{BlockSize: 4 << 20})
-	cmd := helperCmd(b, "latency-reader", dir, int(mode), n, warmup)
+	var send func(sched, sent int64, i int) error
+	var cmd *exec.Cmd
+	if floor {
+		m, err := mapFloor(dir, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Unmap()
+		mem := m.Bytes()
+		count := shm.U64(mem, 0)
+		send = func(sched, sent int64, i int) error {
+			slot := 64 + (i%floorRing)*16
+			shm.U64(mem, slot).Store(uint64(sched))
+			shm.U64(mem, slot+8).Store(uint64(sent))
+			count.Store(uint64(i + 1))
+			return nil
+		}
+		cmd = helperCmd(b, "floor-reader", dir, n, warmup)
+	} else {
+		q := openT(b, dir, Options{BlockSize: 4 << 20})
+		msg := make([]byte, latencyMessage)
+		send = func(sched, sent int64, _ int) error {
+			binary.LittleEndian.PutUint64(msg, uint64(sched))
+			binary.LittleEndian.PutUint64(msg[8:], uint64(sent))
+			_, err := q.Append(msg)
+			return err
+		}
+		cmd = helperCmd(b, "latency-reader", dir, int(mode), n, warmup)
+	}
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -76,15 +189,12 @@ func benchCrossProcess(b *testing.B, mode WaitMode, rate, minN, warmup int) {
 	pacer := latency.NewPacer(latency.PacerOptions{Spin: 50 * time.Microsecond})
 	defer pacer.Close()
 	gap := int64(time.Second) / int64(rate)
-	msg := make([]byte, latencyMessage)
 	start := latency.Nanotime() + int64(time.Millisecond)
 	b.ResetTimer()
 	for i := 0; i < warmup+n; i++ {
 		sched := start + int64(i)*gap
 		pacer.WaitUntil(sched)
-		binary.LittleEndian.PutUint64(msg, uint64(sched))
-		binary.LittleEndian.PutUint64(msg[8:], uint64(latency.Nanotime()))
-		if _, err := q.Append(msg); err != nil {
+		if err := send(sched, latency.Nanotime(), i); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -108,20 +218,25 @@ func benchCrossProcess(b *testing.B, mode WaitMode, rate, minN, warmup int) {
 // BenchmarkCrossProcessSpin: the reader polls without pause, at 100,000
 // messages a second. Run with -benchtime 500000x (messages measured).
 func BenchmarkCrossProcessSpin(b *testing.B) {
-	benchCrossProcess(b, Spin, 100_000, 100_000, latencyWarmup)
+	benchCrossProcess(b, Spin, false, 100_000, 100_000, latencyWarmup)
+}
+
+// BenchmarkCrossProcessSpinFloor: the same with no queue (see floorReader).
+func BenchmarkCrossProcessSpinFloor(b *testing.B) {
+	benchCrossProcess(b, Spin, true, 100_000, 100_000, latencyWarmup)
 }
 
 // BenchmarkCrossProcessBlock: the reader blocks (spinning 50 us first), at
 // 100,000 messages a second: it rarely needs to sleep.
 func BenchmarkCrossProcessBlock(b *testing.B) {
-	benchCrossProcess(b, Block, 100_000, 100_000, latencyWarmup)
+	benchCrossProcess(b, Block, false, 100_000, 100_000, latencyWarmup)
 }
 
 // BenchmarkCrossProcessWake: the reader blocks and, at 1,000 messages a
 // second, sleeps in the kernel before every message: what it measures is
 // the wake-up through the doorbell and the notifier. Run with -benchtime
 // 5000x.
-func BenchmarkCrossProcessWake(b *testing.B) { benchCrossProcess(b, Block, 1000, 2000, 500) }
+func BenchmarkCrossProcessWake(b *testing.B) { benchCrossProcess(b, Block, false, 1000, 2000, 500) }
 
 // benchIdle blocks 1,000 tailers of 1,000 queues for two seconds and
 // reports the CPU this process used meanwhile, as % of one core: what idle

@@ -39,6 +39,9 @@ func runHelper(role, dir, args string) int {
 		n, _ := strconv.Atoi(f)
 		a = append(a, n)
 	}
+	if role == "floor-reader" { // messages, warm-up: no queue (latency_bench_test.go)
+		return floorReader(dir, a[0], a[1])
+	}
 	opts := Options{Roll: Fast, SkipAfter: 5 * time.Millisecond}
 	if role == "latency-reader" {
 		opts = Options{} // no roll in the middle of a latency measurement
