@@ -40,7 +40,8 @@ func TestVerdict(t *testing.T) {
 		{"median, even runs takes the upper", median, result(90*ms, 60*ms, 120*ms), false, 1},
 		{"pooled, all good", all, result(90*ms, 60*ms, 80*ms, 70*ms), true, 3},
 		{"median, lost messages", median, func() *eda.Result { r := result(10*ms, 10*ms); r.Delivered--; return r }(), false, 1},
-		{"median, no runs", median, result(10 * ms), false, 0},
+		{"median, runs too short: pooled, passing", median, result(10 * ms), true, 0},
+		{"median, runs too short: pooled, failing", median, result(110 * ms), false, 0},
 	} {
 		if got := c.v.meets(c.r); got != c.want {
 			t.Errorf("%s: meets = %v, want %v", c.name, got, c.want)
