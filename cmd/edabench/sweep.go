@@ -65,8 +65,11 @@ func sweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if pass {
 			best = n
 		}
-		k, runs := v.runsMeeting(r)
-		fmt.Fprintf(stderr, "  p99.9 %.2f ms (%d of %d runs under the SLA), cpu %.0f%%, %s\n", ms(r.EndToEnd.P999), k, runs, r.CPU.Percent, map[bool]string{true: "meets the SLA", false: "fails the SLA"}[pass])
+		runs := ""
+		if k, n := v.runsMeeting(r); n > 0 {
+			runs = fmt.Sprintf(" (%d of %d runs under the SLA)", k, n)
+		}
+		fmt.Fprintf(stderr, "  p99.9 %.2f ms%s, cpu %.0f%%, %s\n", ms(r.EndToEnd.P999), runs, r.CPU.Percent, map[bool]string{true: "meets the SLA", false: "fails the SLA"}[pass])
 		if !pass || r.CPU.Percent > *saturation*cores {
 			break
 		}
