@@ -29,6 +29,8 @@ type childSpec struct {
 	Wait    WaitMode      `json:"wait"`
 	Workers int           `json:"workers"`
 	Batch   time.Duration `json:"batch"`
+	Pin     bool          `json:"pin_loops"`
+	PinFrom int           `json:"pin_from"` // loop i goes to CPU PinFrom+i
 	Probes  bool          `json:"service_probes"`
 }
 
@@ -96,7 +98,7 @@ func child(args []string) error {
 	c.plan = spec.Plan
 	c.plan.Start = start
 	c.rec = newRecorder(c.plan, max(spec.Workers, 1))
-	cfg := Config{Wait: spec.Wait, Workers: spec.Workers, Batch: spec.Batch}
+	cfg := Config{Wait: spec.Wait, Workers: spec.Workers, Batch: spec.Batch, PinLoops: spec.Pin, pinFrom: spec.PinFrom}
 	if err := srv.start(cfg); err != nil {
 		return err
 	}
@@ -152,6 +154,7 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 			return nil, err
 		}
 	}
+	pinFrom := 0 // the children's loops take the CPUs in turn
 	for _, r := range roles {
 		workers := cfg.Workers
 		env := os.Environ()
@@ -159,7 +162,8 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 			workers = 1 // a process per instance: one loop, one P
 			env = append(env, "GOMAXPROCS=1")
 		}
-		spec, _ := json.Marshal(childSpec{Role: r, Plan: p, Seed: seed, Dir: dir, Wait: cfg.Wait, Workers: workers, Batch: cfg.Batch, Probes: !cfg.NoServiceProbes})
+		spec, _ := json.Marshal(childSpec{Role: r, Plan: p, Seed: seed, Dir: dir, Wait: cfg.Wait, Workers: workers, Batch: cfg.Batch, Pin: cfg.PinLoops, PinFrom: pinFrom, Probes: !cfg.NoServiceProbes})
+		pinFrom += workers
 		cmd := exec.Command(exe, ChildArg, string(spec))
 		cmd.Env = env
 		cmd.Stderr = os.Stderr

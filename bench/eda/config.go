@@ -91,6 +91,13 @@ type Config struct {
 	// one wake-up per Batch. Zero releases each send on time (one wake-up
 	// per message when idle). A send released late is charged its delay.
 	Batch time.Duration
+	// PinLoops locks each event loop (Loop mode) to an OS thread bound to
+	// one CPU, loop i to the i-th CPU the process may use (in process
+	// placements the loops of all processes take the CPUs in turn): a
+	// loop's instances then stay in its core's caches instead of following
+	// the scheduler from core to core.
+	PinLoops bool
+	pinFrom  int // the CPU index of this process's first loop (children)
 
 	// NoServiceProbes skips the per-service probes (five timestamps and
 	// histogram records per message) and keeps only the end-to-end ones.

@@ -2,6 +2,7 @@ package eda
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -97,6 +98,14 @@ func (s *server) start(cfg Config) error {
 			go func() {
 				defer s.wg.Done()
 				defer l.close()
+				if cfg.PinLoops {
+					// The thread ends with the goroutine (still locked), so
+					// no other goroutine inherits its binding.
+					if err := pinThread(cfg.pinFrom + l.shard); err != nil {
+						s.errs <- fmt.Errorf("eda: pinning event loop %d: %w", l.shard, err)
+						return
+					}
+				}
 				if err := l.run(ctx); err != nil {
 					s.errs <- err
 				}

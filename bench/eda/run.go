@@ -23,6 +23,7 @@ type Result struct {
 	Placement string        `json:"placement"`
 	Workers   int           `json:"workers"`
 	Batch     time.Duration `json:"batch_ns"`
+	Pinned    bool          `json:"pinned_loops"`
 	Processes int           `json:"processes"`
 
 	// Latency holds each run's probes and JLBH's summary across runs.
@@ -179,7 +180,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{
 		Transport: tr.Name(), Instances: cfg.Instances, Rate: cfg.Rate,
 		Wait: cfg.Wait.String(), Placement: cfg.Placement.String(),
-		Workers: cfg.Workers, Batch: cfg.Batch, Processes: 1 + len(kids), CPU: cpu,
+		Workers: cfg.Workers, Batch: cfg.Batch, Pinned: cfg.PinLoops && cfg.Wait == Loop,
+		Processes: 1 + len(kids), CPU: cpu,
 	}
 	hists := c.rec.merged()
 	handled := map[[2]int]int64{}

@@ -87,6 +87,7 @@ type settings struct {
 	verbose   bool
 	profile   string
 	probes    bool
+	pin       string
 }
 
 func (s *settings) register(fs *flag.FlagSet) {
@@ -102,6 +103,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.verbose, "v", false, "print each setting's runs and probes (JLBH style) and progress")
 	fs.StringVar(&s.profile, "cpuprofile", "", "write a CPU profile of this process to this file")
 	fs.BoolVar(&s.probes, "service-probes", true, "also record the latency up to each service (five more samples per message)")
+	fs.StringVar(&s.pin, "pin", "auto", "bind each event loop to a CPU of its own (wait loop): on, off, or auto (on for all instances in one process at 250,000 msg/s or more)")
 }
 
 // startProfile starts the CPU profile if asked for; the returned func stops it.
@@ -120,6 +122,10 @@ func (s *settings) startProfile() (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// pinFrom is the message rate of one process from which -pin auto pins
+// its event loops: below it pinning cost CPU, above it saved some.
+const pinFrom = 250_000
+
 func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 	w, err := eda.ParseWaitMode(s.wait)
 	if err != nil {
@@ -137,10 +143,25 @@ func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 		return eda.Config{}, fmt.Errorf("cannot use -dir %s: %v", s.dir, err)
 	}
 	os.Remove(probe)
+	// Pinned loops lower the CPU of one busy process (12 % at 500,000
+	// messages a second); where loops mostly sleep, in a process per
+	// instance or at a few hundred thousand messages a second or less,
+	// the thread hand-offs of a locked goroutine that blocks cost more
+	// (docs/BENCHMARKS.md).
+	var pin bool
+	switch s.pin {
+	case "on":
+		pin = true
+	case "auto":
+		pin = p == eda.InProcess && float64(instances)*s.rate >= pinFrom
+	case "off":
+	default:
+		return eda.Config{}, fmt.Errorf("-pin %q: want on, off or auto", s.pin)
+	}
 	cfg := eda.Config{
 		Instances: instances, Rate: s.rate, Wait: w, Placement: p, Workers: s.workers,
 		Batch: s.batch, Warmup: s.warmup, Runs: s.runs, RunLength: s.runLength, Dir: s.dir,
-		NoServiceProbes: !s.probes,
+		NoServiceProbes: !s.probes, PinLoops: pin,
 	}
 	if s.verbose {
 		cfg.Out, cfg.Progress = stderr, stderr
@@ -159,7 +180,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 }
 
 func demo(ctx context.Context, stdout, stderr io.Writer) error {
-	s := settings{rate: 1000, wait: "loop", placement: "process", workers: runtime.GOMAXPROCS(0), probes: true,
+	s := settings{rate: 1000, wait: "loop", placement: "process", workers: runtime.GOMAXPROCS(0), probes: true, pin: "auto",
 		batch: time.Millisecond, warmup: 2 * time.Second, runs: 2, runLength: 4 * time.Second, dir: os.TempDir()}
 	cfg, err := s.config(1, stderr)
 	if err != nil {

@@ -56,6 +56,7 @@ func TestBadArguments(t *testing.T) {
 		{"run", "extra"},
 		{"sweep", "-counts", "1,x"},
 		{"sweep", "-verdict", "mostly"},
+		{"run", "-pin", "sometimes"},
 	} {
 		_, stderr, err := edabench(t, args...)
 		if exitCode(err) == 0 {

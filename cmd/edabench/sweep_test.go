@@ -51,3 +51,31 @@ func TestVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestPinSetting: -pin auto pins the loops of one process carrying at
+// least pinFrom messages a second, and only those.
+func TestPinSetting(t *testing.T) {
+	for _, c := range []struct {
+		pin, placement string
+		instances      int
+		want           bool
+	}{
+		{"auto", "process", 1, false},
+		{"auto", "process", 249, false},
+		{"auto", "process", 250, true},
+		{"auto", "process", 500, true},
+		{"auto", "instance", 500, false},
+		{"auto", "service", 500, false},
+		{"on", "instance", 1, true},
+		{"off", "process", 500, false},
+	} {
+		s := settings{rate: 1000, wait: "loop", placement: c.placement, pin: c.pin, dir: t.TempDir()}
+		cfg, err := s.config(c.instances, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.PinLoops != c.want {
+			t.Errorf("-pin %s, %s placement, %d instances: pinned %v, want %v", c.pin, c.placement, c.instances, cfg.PinLoops, c.want)
+		}
+	}
+}
