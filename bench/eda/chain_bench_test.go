@@ -42,8 +42,7 @@ func BenchmarkChain(b *testing.B) {
 				id := i % n
 				in := l.sendTo[id]
 				if prefetching {
-					l.prefetchState(l.sendTo[(id+4)%n])
-					l.prefetch(l.sendTo[(id+2)%n])
+					l.prefetchAhead(id)
 				}
 				if err := c.send(in, int64(i), l.buf); err != nil {
 					b.Fatal(err)

@@ -23,6 +23,17 @@ func short(t *testing.T, instances int, w WaitMode, p Placement) Config {
 	}
 }
 
+// runIntact runs cfg and checks that the run carried everything intact.
+func runIntact(t *testing.T, cfg Config) *Result {
+	t.Helper()
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIntact(t, r, cfg)
+	return r
+}
+
 // checkIntact asserts that every message went through every service once,
 // the counters in the shared map match, and latency was recorded for
 // every measured message.
@@ -55,11 +66,7 @@ func TestInProcessModes(t *testing.T) {
 	for _, w := range []WaitMode{Loop, Park, Block} {
 		t.Run(w.String(), func(t *testing.T) {
 			cfg := short(t, 3, w, InProcess)
-			r, err := Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkIntact(t, r, cfg)
+			r := runIntact(t, cfg)
 			t.Logf("%s: p50 %.3f ms, p99.9 %.3f ms, cpu %.1f%%", w, ms(r.EndToEnd.P50), ms(r.EndToEnd.P999), r.CPU.Percent)
 		})
 	}
@@ -70,11 +77,7 @@ func TestProcessPlacements(t *testing.T) {
 		for _, w := range []WaitMode{Loop, Block} {
 			t.Run(p.String()+"/"+w.String(), func(t *testing.T) {
 				cfg := short(t, 2, w, p)
-				r, err := Run(context.Background(), cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkIntact(t, r, cfg)
+				r := runIntact(t, cfg)
 				if want := map[Placement]int{ProcessPerService: 6, ProcessPerInstance: 3}[p]; r.Processes != want {
 					t.Fatalf("%d processes, want %d", r.Processes, want)
 				}
@@ -93,11 +96,7 @@ func TestProbesReported(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		cfg := short(t, 2, Loop, InProcess)
 		cfg.NoServiceProbes = off
-		r, err := Run(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkIntact(t, r, cfg)
+		r := runIntact(t, cfg)
 		want := 2 + Services
 		if off {
 			want = 2

@@ -131,11 +131,7 @@ func (l *loop) release() (int64, error) {
 		}
 		l.sched.Next()
 		in := l.sendTo[id]
-		// The schedule visits instances in turn: prefetch the topics of
-		// the one after next while this one's message crosses its chain.
-		n := len(l.sendTo)
-		l.prefetchState(l.sendTo[(id+4)%n])
-		l.prefetch(l.sendTo[(id+2)%n])
+		l.prefetchAhead(id)
 		if err := l.c.send(in, due, l.buf); err != nil {
 			return 0, err
 		}
@@ -236,6 +232,16 @@ func (l *loop) drain(t *queue.Tailer, r route) error {
 			}
 		}
 	}
+}
+
+// prefetchAhead, called as the send of schedule id goes out, prefetches
+// for the instances the schedule visits next (it visits them in turn):
+// the state of the one four ahead and, read from the state fetched two
+// sends ago, where the one two ahead will append.
+func (l *loop) prefetchAhead(id int) {
+	n := len(l.sendTo)
+	l.prefetchState(l.sendTo[(id+4)%n])
+	l.prefetch(l.sendTo[(id+2)%n])
 }
 
 // prefetch starts bringing in what the chain of instance in will append to.

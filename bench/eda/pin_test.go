@@ -1,7 +1,6 @@
 package eda
 
 import (
-	"context"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -52,11 +51,7 @@ func TestPinnedLoops(t *testing.T) {
 		t.Run(p.String(), func(t *testing.T) {
 			cfg := short(t, 3, Loop, p)
 			cfg.PinLoops = true
-			r, err := Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkIntact(t, r, cfg)
+			r := runIntact(t, cfg)
 			if !r.Pinned {
 				t.Fatal("result does not say the loops were pinned")
 			}

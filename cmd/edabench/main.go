@@ -122,9 +122,9 @@ func (s *settings) startProfile() (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-// pinFrom is the message rate of one process from which -pin auto pins
+// pinRate is the message rate of one process from which -pin auto pins
 // its event loops: below it pinning cost CPU, above it saved some.
-const pinFrom = 250_000
+const pinRate = 250_000
 
 func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 	w, err := eda.ParseWaitMode(s.wait)
@@ -153,7 +153,7 @@ func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 	case "on":
 		pin = true
 	case "auto":
-		pin = p == eda.InProcess && float64(instances)*s.rate >= pinFrom
+		pin = p == eda.InProcess && float64(instances)*s.rate >= pinRate
 	case "off":
 	default:
 		return eda.Config{}, fmt.Errorf("-pin %q: want on, off or auto", s.pin)

@@ -53,7 +53,7 @@ func TestVerdict(t *testing.T) {
 }
 
 // TestPinSetting: -pin auto pins the loops of one process carrying at
-// least pinFrom messages a second, and only those.
+// least pinRate messages a second, and only those.
 func TestPinSetting(t *testing.T) {
 	for _, c := range []struct {
 		pin, placement string
