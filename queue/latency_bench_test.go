@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +123,8 @@ func floorReader(dir string, n, warmup int) int {
 	count := shm.U64(mem, 0)
 	rec := newLatencyRecorder()
 	fmt.Println("ready")
-	for seen, spins := uint64(0), 0; seen < uint64(warmup+n); spins++ {
+	var yield shm.SpinYield
+	for seen := uint64(0); seen < uint64(warmup+n); {
 		for c := count.Load(); seen < c; seen++ {
 			now := latency.Nanotime()
 			slot := 64 + int(seen%floorRing)*16
@@ -137,9 +137,7 @@ func floorReader(dir string, n, warmup int) int {
 				rec.record(now, int64(sched), int64(sent))
 			}
 		}
-		if spins&63 == 63 {
-			runtime.Gosched() // as Tailer.Wait(Spin)
-		}
+		yield.Poll() // as Tailer.Wait(Spin)
 	}
 	rec.print()
 	return 0

@@ -41,7 +41,8 @@ func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
 		mode = Park
 	}
 	park := t.q.opts.ParkMin
-	for spins := 0; ; spins++ {
+	var yield shm.SpinYield
+	for {
 		if _, err := t.peek(); err != ErrNoMessage {
 			return err
 		}
@@ -55,9 +56,7 @@ func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
 			}
 			return t.block(ctx)
 		case Spin:
-			if spins&63 == 63 {
-				runtime.Gosched() // stay preemptible on a busy machine
-			}
+			yield.Poll()
 		case Yield:
 			runtime.Gosched()
 		case Park:
@@ -74,16 +73,15 @@ func (t *Tailer) spin(d time.Duration) bool {
 		return false
 	}
 	deadline := time.Now().Add(d)
+	var yield shm.SpinYield
 	for i := 0; ; i++ {
 		if _, err := t.peek(); err != ErrNoMessage {
 			return true
 		}
-		if i&15 == 15 {
-			if time.Now().After(deadline) {
-				return false
-			}
-			runtime.Gosched()
+		if i&15 == 15 && time.Now().After(deadline) {
+			return false
 		}
+		yield.Poll()
 	}
 }
 

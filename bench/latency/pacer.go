@@ -1,8 +1,9 @@
 package latency
 
 import (
-	"runtime"
 	"time"
+
+	"github.com/offmap/offmap/internal/shm"
 )
 
 // DefaultSpin is the spin window of a Pacer made by the harness: the
@@ -68,12 +69,13 @@ func (p *Pacer) WaitUntil(t int64) int64 {
 			p.t.sleepUntil(t - p.spin)
 		}
 	}
+	var yield shm.SpinYield
 	for {
 		now = Nanotime()
 		if now >= t {
 			return now
 		}
-		runtime.Gosched() // cheap when no other goroutine is waiting
+		yield.Poll()
 	}
 }
 

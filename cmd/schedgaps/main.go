@@ -1,0 +1,117 @@
+// Command schedgaps runs a command under the kernel's scheduler trace and
+// reports every time one of its threads was runnable but kept off its CPU
+// for longer than a threshold, and what ran on that CPU instead: the
+// answer to "where does my p99.9 come from" for a spinning reader or an
+// event loop, when the tail is not in the code but in who else the
+// machine runs.
+//
+//	schedgaps [-min 20us] [-top 20] [-buffer-kb 65536] -- command [args...]
+//
+// It needs root and tracefs (it mounts /sys/kernel/tracing if needed),
+// traces the whole machine's sched_switch and sched_process_fork events
+// while the command runs, follows the command and everything it forks,
+// and puts the tracing settings back afterwards. Another tracer running at
+// the same time would be disturbed. What it cannot see: time the
+// hypervisor takes a virtual CPU away, which the guest's trace shows as
+// the task simply running longer.
+//
+// Exit status: the command's own when it fails, 2 for a usage error, 1
+// when tracing cannot be set up.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("schedgaps", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	minGap := fs.Duration("min", 20*time.Microsecond, "list preemptions at least this long")
+	top := fs.Int("top", 20, "how many of the longest stalls to list")
+	bufferKB := fs.Int("buffer-kb", 64<<10, "trace buffer per CPU, in KiB")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: schedgaps [flags] -- command [args...]")
+		fmt.Fprintln(stderr, "Runs the command under the scheduler trace and reports when its threads were kept off their CPU, and by what.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case fs.NArg() == 0:
+		fmt.Fprintln(stderr, "schedgaps: no command to run")
+		fs.Usage()
+		return 2
+	case *minGap <= 0:
+		fmt.Fprintf(stderr, "schedgaps: -min %v: want a positive duration\n", *minGap)
+		return 2
+	case *top < 0:
+		fmt.Fprintf(stderr, "schedgaps: -top %d: want 0 or more\n", *top)
+		return 2
+	case *bufferKB < 64 || *bufferKB > 4<<20:
+		fmt.Fprintf(stderr, "schedgaps: -buffer-kb %d: want 64 to 4194304\n", *bufferKB)
+		return 2
+	}
+	tr, err := openTracefs()
+	if err != nil {
+		fmt.Fprintln(stderr, "schedgaps:", err)
+		return 1
+	}
+	restore, err := tr.start(*bufferKB)
+	if err != nil {
+		restore()
+		fmt.Fprintln(stderr, "schedgaps:", err)
+		return 1
+	}
+	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// An interrupt reaches the command too (same process group); this
+	// process waits for it and restores the tracing settings. (Caught, not
+	// ignored: an ignored signal would stay ignored in the command.)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	runErr := cmd.Run()
+	tr.stop()
+	status := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(runErr, &exit):
+		status = exit.ExitCode()
+		if status <= 0 {
+			status = 1
+		}
+		fmt.Fprintf(stderr, "schedgaps: %s: %v\n", fs.Arg(0), runErr)
+	case runErr != nil:
+		restore()
+		fmt.Fprintf(stderr, "schedgaps: %v\n", runErr)
+		return 1
+	}
+	lost := tr.overruns()
+	rep, err := tr.analyse(cmd.Process.Pid, int64(*minGap))
+	restore()
+	if err != nil {
+		fmt.Fprintln(stderr, "schedgaps: reading the trace:", err)
+		return 1
+	}
+	rep.print(stdout, int64(*minGap), *top)
+	if lost > 0 {
+		fmt.Fprintf(stderr, "schedgaps: the trace lost %d events: raise -buffer-kb\n", lost)
+	}
+	return status
+}

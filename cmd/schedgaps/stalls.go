@@ -1,0 +1,426 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The kernel's text trace (/sys/kernel/tracing/trace with the record-tgid
+// option), one event per line:
+//
+//	queue.test-19692 (  19692) [000] d..2. 25129.648770: sched_switch: prev_comm=queue.test prev_pid=19692 prev_prio=120 prev_state=R ==> next_comm=kdamond.0 next_pid=77 next_prio=120
+//	bash-19690       (  19690) [001] ..... 25129.640001: sched_process_fork: comm=bash pid=19690 child_comm=bash child_pid=19692
+//
+// The header holds the running task's comm-pid, its tgid ("-------" when
+// unknown), the CPU, flags and the time in seconds. prev_state is R (or
+// R+) when the task was preempted while runnable, anything else when it
+// went to sleep or exited.
+
+// event is one parsed line.
+type event struct {
+	ns        int64 // trace clock, nanoseconds
+	cpu       int
+	pid, tgid int // the task in the header; tgid 0 if unknown
+	fork      bool
+	// sched_switch
+	prevPID, nextPID   int
+	prevComm, nextComm string
+	preempted          bool // prev_state R: switched out while runnable
+	// sched_process_fork
+	childPID int
+}
+
+// parseLine parses one line of the trace; ok is false for comments and
+// for events other than sched_switch and sched_process_fork.
+func parseLine(line string) (e event, ok bool) {
+	var rest string
+	switch {
+	case strings.Contains(line, ": sched_switch: "):
+		i := strings.Index(line, ": sched_switch: ")
+		rest = line[i+len(": sched_switch: "):]
+		line = line[:i]
+	case strings.Contains(line, ": sched_process_fork: "):
+		i := strings.Index(line, ": sched_process_fork: ")
+		rest = line[i+len(": sched_process_fork: "):]
+		line = line[:i]
+		e.fork = true
+	default:
+		return e, false
+	}
+	if !parseHeader(line, &e) {
+		return e, false
+	}
+	if e.fork {
+		var err error
+		if e.childPID, err = strconv.Atoi(field(rest, "child_pid=", "")); err != nil {
+			return e, false
+		}
+		return e, true
+	}
+	// Comms may hold spaces: cut at the next field's name, not at blanks.
+	e.prevComm = field(rest, "prev_comm=", " prev_pid=")
+	e.nextComm = field(rest, "next_comm=", " next_pid=")
+	state := field(rest, "prev_state=", " ==> ")
+	e.preempted = state == "R" || state == "R+"
+	var err1, err2 error
+	e.prevPID, err1 = strconv.Atoi(field(rest, " prev_pid=", " prev_prio="))
+	e.nextPID, err2 = strconv.Atoi(field(rest, " next_pid=", " next_prio="))
+	return e, err1 == nil && err2 == nil
+}
+
+// parseHeader reads "comm-pid (tgid) [cpu] flags seconds.micros" from the
+// right, since the comm may hold anything.
+func parseHeader(h string, e *event) bool {
+	f := strings.Fields(h)
+	if len(f) < 4 {
+		return false
+	}
+	sec, frac, ok := strings.Cut(f[len(f)-1], ".")
+	if !ok || len(frac) == 0 || len(frac) > 9 {
+		return false
+	}
+	s, err1 := strconv.ParseInt(sec, 10, 64)
+	fr, err2 := strconv.ParseInt(frac, 10, 64)
+	if err1 != nil || err2 != nil || s < 0 || s > 1<<32 || fr < 0 {
+		return false
+	}
+	for i := len(frac); i < 9; i++ {
+		fr *= 10
+	}
+	e.ns = s*1e9 + fr
+	cpu := f[len(f)-3]
+	if len(cpu) < 3 || cpu[0] != '[' || cpu[len(cpu)-1] != ']' {
+		return false
+	}
+	var err error
+	if e.cpu, err = strconv.Atoi(cpu[1 : len(cpu)-1]); err != nil || e.cpu < 0 || e.cpu > 1<<16 {
+		return false
+	}
+	// The tgid: "(  19692)" may be split by the padding into "(" "19692)".
+	head := strings.TrimSpace(h[:strings.LastIndex(h, cpu)])
+	task := head
+	if open := strings.LastIndex(head, "("); open >= 0 && strings.HasSuffix(head, ")") {
+		if t, err := strconv.Atoi(strings.TrimSpace(head[open+1 : len(head)-1])); err == nil {
+			e.tgid = t
+		}
+		task = strings.TrimSpace(head[:open])
+	}
+	dash := strings.LastIndex(task, "-")
+	if dash < 0 {
+		return false
+	}
+	e.pid, err = strconv.Atoi(task[dash+1:])
+	return err == nil
+}
+
+// field returns the text after name up to end (or the next blank when end
+// is empty).
+func field(s, name, end string) string {
+	i := strings.Index(s, name)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(name):]
+	if end == "" {
+		end = " "
+	}
+	if j := strings.Index(s, end); j >= 0 {
+		s = s[:j]
+	}
+	return s
+}
+
+// stall is a time one of the traced processes made no progress although
+// it wanted to: none of its threads ran while at least one was runnable
+// (preempted, waiting for a CPU). Counting per process rather than per
+// thread matters for Go, whose goroutines move between threads: a thread
+// preempted by its own process's thread has often just handed its
+// goroutine over.
+type stall struct {
+	tgid       int
+	cpus       []int // where its runnable threads waited
+	start, end int64
+	takers     []taker // what ran on those CPUs meanwhile, longest first
+}
+
+type taker struct {
+	name string // comm, or comm[tgid] for one of the traced processes
+	ns   int64
+}
+
+// process sums one traced process's threads.
+type process struct {
+	tgid      int
+	comm      string
+	onCPU     int64
+	preempted int   // switch-outs of its threads while runnable
+	stalls    int   // stalls at least the threshold long
+	stalled   int64 // their total
+	takers    map[string]int64
+
+	running    int          // threads on a CPU now
+	waiting    map[int]int  // preempted threads: tid -> CPU
+	stallStart int64        // when running fell to 0 with threads waiting; -1 if not
+	stallCPUs  map[int]bool // CPUs waited on during the open stall
+}
+
+// report is what a trace shows about the traced processes.
+type report struct {
+	first, last int64 // trace clock of the first and last event
+	events      int
+	procs       []*process // by tgid
+	stalls      []stall    // at least the threshold long, longest first
+}
+
+type segment struct {
+	start, end int64
+	pid        int
+	comm       string
+}
+
+// analyse reads a trace and follows root and every task it forks. A stall
+// shorter than minStall is not counted.
+func analyse(r io.Reader, root int, minStall int64) (*report, error) {
+	ours := map[int]bool{root: true}
+	tgid := map[int]int{}
+	comm := map[int]string{}
+	type running struct {
+		pid   int
+		comm  string
+		since int64
+	}
+	current := map[int]running{}    // per CPU
+	segments := map[int][]segment{} // per CPU, what ran
+	procs := map[int]*process{}
+	group := func(pid int) int {
+		if g := tgid[pid]; g != 0 {
+			return g
+		}
+		return pid
+	}
+	proc := func(pid int) *process {
+		g := group(pid)
+		p := procs[g]
+		if p == nil {
+			p = &process{tgid: g, takers: map[string]int64{}, waiting: map[int]int{}, stallStart: -1, stallCPUs: map[int]bool{}}
+			procs[g] = p
+		}
+		return p
+	}
+	rep := &report{}
+	var found []stall
+	// settle opens or closes p's stall after a change at time t.
+	settle := func(p *process, t int64) {
+		stalled := p.running == 0 && len(p.waiting) > 0
+		switch {
+		case stalled && p.stallStart < 0:
+			p.stallStart = t
+		case !stalled && p.stallStart >= 0:
+			if t-p.stallStart >= minStall {
+				st := stall{tgid: p.tgid, start: p.stallStart, end: t}
+				for c := range p.stallCPUs {
+					st.cpus = append(st.cpus, c)
+				}
+				sort.Ints(st.cpus)
+				found = append(found, st)
+			}
+			p.stallStart = -1
+			clear(p.stallCPUs)
+		}
+		if stalled {
+			for _, c := range p.waiting {
+				p.stallCPUs[c] = true
+			}
+		}
+	}
+	// Two passes: a thread's process is known from the first line it
+	// heads, which may come after it first runs.
+	var events []event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		e, ok := parseLine(sc.Text())
+		if !ok {
+			continue
+		}
+		if e.tgid != 0 {
+			tgid[e.pid] = e.tgid
+		}
+		events = append(events, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		if rep.events == 0 {
+			rep.first = e.ns
+		}
+		rep.events++
+		rep.last = e.ns
+		if e.fork {
+			if ours[e.pid] {
+				ours[e.childPID] = true
+			}
+			continue
+		}
+		comm[e.prevPID], comm[e.nextPID] = e.prevComm, e.nextComm
+		prevKnown := false
+		if c, ok := current[e.cpu]; ok {
+			if c.pid != e.prevPID {
+				// A switch in between is missing from the trace (the
+				// kernel drops one now and then): both ran, in some
+				// split.
+				c.comm += "|" + e.prevComm
+				if ours[c.pid] {
+					p := proc(c.pid)
+					p.running = max(p.running-1, 0)
+					settle(p, e.ns)
+				}
+			} else {
+				prevKnown = true
+			}
+			segments[e.cpu] = append(segments[e.cpu], segment{c.since, e.ns, c.pid, c.comm})
+			if ours[c.pid] && prevKnown {
+				proc(c.pid).onCPU += e.ns - c.since
+			}
+		}
+		current[e.cpu] = running{e.nextPID, e.nextComm, e.ns}
+		if ours[e.prevPID] {
+			p := proc(e.prevPID)
+			if prevKnown {
+				p.running = max(p.running-1, 0)
+			}
+			if e.preempted {
+				p.waiting[e.prevPID] = e.cpu
+				p.preempted++
+			}
+			settle(p, e.ns)
+		}
+		if ours[e.nextPID] {
+			p := proc(e.nextPID)
+			p.running++
+			delete(p.waiting, e.nextPID)
+			settle(p, e.ns)
+		}
+	}
+	// The trace ends: what runs now ran until its end, and a stall still
+	// open ends there.
+	for cpu, c := range current {
+		segments[cpu] = append(segments[cpu], segment{c.since, rep.last, c.pid, c.comm})
+		if ours[c.pid] {
+			proc(c.pid).onCPU += rep.last - c.since
+		}
+	}
+	for _, p := range procs {
+		p.waiting = map[int]int{}
+		settle(p, rep.last)
+	}
+	// What ran on the waited-for CPUs during each stall.
+	for i := range found {
+		s := &found[i]
+		by := map[string]int64{}
+		for _, cpu := range s.cpus {
+			segs := segments[cpu]
+			j := sort.Search(len(segs), func(j int) bool { return segs[j].end > s.start })
+			for ; j < len(segs) && segs[j].start < s.end; j++ {
+				g := segs[j]
+				name := g.comm
+				if ours[g.pid] {
+					name = fmt.Sprintf("%s[%d]", g.comm, group(g.pid))
+				}
+				by[name] += min(g.end, s.end) - max(g.start, s.start)
+			}
+		}
+		s.takers = sortTakers(by)
+		p := procs[s.tgid]
+		p.stalls++
+		p.stalled += s.end - s.start
+		for _, t := range s.takers {
+			p.takers[t.name] += t.ns
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].end-found[i].start > found[j].end-found[j].start })
+	rep.stalls = found
+	for _, p := range procs {
+		p.comm = comm[p.tgid] // as last seen: after any exec
+		rep.procs = append(rep.procs, p)
+	}
+	sort.Slice(rep.procs, func(i, j int) bool { return rep.procs[i].tgid < rep.procs[j].tgid })
+	return rep, nil
+}
+
+func sortTakers(by map[string]int64) []taker {
+	ts := make([]taker, 0, len(by))
+	for n, ns := range by {
+		ts = append(ts, taker{n, ns})
+	}
+	sort.Slice(ts, func(i, j int) bool {
+		if ts[i].ns != ts[j].ns {
+			return ts[i].ns > ts[j].ns
+		}
+		return ts[i].name < ts[j].name
+	})
+	return ts
+}
+
+// print writes the report: per process, then the longest stalls.
+func (r *report) print(w io.Writer, min int64, top int) {
+	fmt.Fprintf(w, "trace: %.3f s, %d events\n", float64(r.last-r.first)/1e9, r.events)
+	for _, p := range r.procs {
+		if p.onCPU == 0 && p.preempted == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "process %d (%s): on CPU %.3f s; threads preempted %d times; stalled (no thread running, one waiting for a CPU) %d times for %s or more, %s in all\n",
+			p.tgid, p.comm, float64(p.onCPU)/1e9, p.preempted, p.stalls, us(min), us(p.stalled))
+		if ts := sortTakers(p.takers); len(ts) > 0 {
+			fmt.Fprintf(w, "  ran instead: %s\n", takerList(ts, 6))
+		}
+	}
+	if len(r.stalls) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "longest stalls (time from the trace's start, length, process, CPUs waited for: what ran there):\n")
+	for i, s := range r.stalls {
+		if i == top {
+			break
+		}
+		fmt.Fprintf(w, "  %8.4f s  %9s  %d  cpu %s: %s\n", float64(s.start-r.first)/1e9, us(s.end-s.start), s.tgid, intList(s.cpus), takerList(s.takers, 3))
+	}
+}
+
+func takerList(ts []taker, n int) string {
+	var b strings.Builder
+	for i, t := range ts {
+		if i == n {
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %s", t.name, us(t.ns))
+	}
+	return b.String()
+}
+
+// us formats nanoseconds as microseconds or milliseconds.
+func us(ns int64) string {
+	if ns >= 10e6 {
+		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%d us", (ns+500)/1000)
+}
+
+func intList(v []int) string {
+	var b strings.Builder
+	for i, x := range v {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(x))
+	}
+	return b.String()
+}

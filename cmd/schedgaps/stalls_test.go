@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Real lines from /sys/kernel/tracing/trace with record-tgid set.
+const realSwitch = `      queue.test-19692   (  19692) [000] d..2. 25129.648770: sched_switch: prev_comm=queue.test prev_pid=19692 prev_prio=120 prev_state=R ==> next_comm=memfd:sealed-91 next_pid=17784 next_prio=120`
+const realFork = `            bash-19690   (  19690) [001] ..... 25129.640001: sched_process_fork: comm=bash pid=19690 child_comm=bash child_pid=19692`
+
+func TestParseLine(t *testing.T) {
+	cases := []struct {
+		line string
+		want event
+		ok   bool
+	}{
+		{realSwitch, event{ns: 25129648770000, cpu: 0, pid: 19692, tgid: 19692, prevPID: 19692, nextPID: 17784,
+			prevComm: "queue.test", nextComm: "memfd:sealed-91", preempted: true}, true},
+		{realFork, event{ns: 25129640001000, cpu: 1, pid: 19690, tgid: 19690, fork: true, childPID: 19692}, true},
+		// A comm with blanks and dashes, no tgid known, sleeping.
+		{`  Web Content-x-42   (-------) [013] d..2. 7.5: sched_switch: prev_comm=Web Content-x prev_pid=42 prev_prio=120 prev_state=S ==> next_comm=swapper/13 next_pid=0 next_prio=120`,
+			event{ns: 7500000000, cpu: 13, pid: 42, prevPID: 42, nextPID: 0, prevComm: "Web Content-x", nextComm: "swapper/13"}, true},
+		// Without record-tgid.
+		{`  a-5 [001] d..2. 1.000001: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 prev_state=R+ ==> next_comm=b next_pid=6 next_prio=120`,
+			event{ns: 1000001000, cpu: 1, pid: 5, prevPID: 5, nextPID: 6, prevComm: "a", nextComm: "b", preempted: true}, true},
+		{"# tracer: nop", event{}, false},
+		{`  a-5 (5) [001] d..2. 1.0: sched_wakeup: comm=b pid=6 prio=120 target_cpu=001`, event{}, false},
+		{`  a-5 (5) [x01] d..2. 1.0: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 prev_state=R ==> next_comm=b next_pid=6 next_prio=120`, event{}, false},
+		{`  a-5 (5) [001] d..2. 1.0: sched_switch: prev_comm=a prev_pid=five prev_prio=120 prev_state=R ==> next_comm=b next_pid=6 next_prio=120`, event{}, false},
+		{`: sched_switch: `, event{}, false},
+	}
+	for _, c := range cases {
+		got, ok := parseLine(c.line)
+		if ok != c.ok || ok && got != c.want {
+			t.Errorf("parseLine(%q)\n = %+v, %v\nwant %+v, %v", c.line, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// traceText builds trace lines: "cpu time prev->next state" shorthands.
+type traceText struct{ b strings.Builder }
+
+func (x *traceText) fork(cpu int, sec float64, parent, tgid, child int) {
+	fmt.Fprintf(&x.b, "  p-%d (%7d) [%03d] ..... %.6f: sched_process_fork: comm=p pid=%d child_comm=p child_pid=%d\n",
+		parent, tgid, cpu, sec, parent, child)
+}
+
+func (x *traceText) swtch(cpu int, sec float64, prevComm string, prev, prevTgid int, state, nextComm string, next int) {
+	fmt.Fprintf(&x.b, "  %s-%d (%7d) [%03d] d..2. %.6f: sched_switch: prev_comm=%s prev_pid=%d prev_prio=120 prev_state=%s ==> next_comm=%s next_pid=%d next_prio=120\n",
+		prevComm, prev, prevTgid, cpu, sec, prevComm, prev, state, nextComm, next)
+}
+
+// A process of two threads (600, 601) and a child process (700):
+// preempted threads count as a stall only while no thread of the process
+// runs, and what ran on the CPUs it waited for is named.
+func TestAnalyse(t *testing.T) {
+	var x traceText
+	x.fork(0, 0.9, 500, 500, 600)                          // the command
+	x.swtch(0, 1.0, "swapper/0", 0, 0, "R", "app", 600)    // 600 on cpu0
+	x.fork(0, 1.0, 600, 600, 601)                          // a thread
+	x.fork(0, 1.0, 600, 600, 700)                          // a child process
+	x.swtch(1, 1.0, "swapper/1", 0, 0, "R", "app", 601)    // 601 on cpu1
+	x.swtch(0, 1.1, "app", 600, 600, "R", "kdamond.0", 77) // 600 waits, 601 runs: no stall
+	x.swtch(1, 1.2, "app", 601, 600, "R", "agent", 70)     // both wait: stall from 1.2
+	x.swtch(0, 1.25, "kdamond.0", 77, 77, "I", "app", 600) // ends at 1.25: 50 ms
+	x.swtch(1, 1.3, "agent", 70, 1, "S", "app", 601)
+	x.swtch(0, 1.4, "app", 600, 600, "S", "swapper/0", 0) // 600 sleeps: no stall
+	x.swtch(1, 1.4, "app", 601, 600, "R", "child", 700)   // 601 waits for the child: stall
+	x.swtch(1, 1.41, "child", 700, 700, "S", "app", 601)  // 10 ms
+	// A switch is missing from the trace: cpu0 ran swapper/0, then (not
+	// shown) kworker, which now switches to the app.
+	x.swtch(0, 1.5, "kworker/0:1", 9, 9, "I", "app", 600)
+	x.swtch(0, 1.6, "app", 600, 600, "R", "kworker/0:1", 9)
+	x.swtch(1, 1.6, "app", 601, 600, "R", "x", 8) // stall from 1.6
+	x.swtch(0, 1.63, "kworker/0:1", 9, 9, "I", "app", 600)
+
+	rep, err := analyse(strings.NewReader(x.b.String()), 600, 20e6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.events != 16 || rep.first != 0.9e9 || rep.last != 1.63e9 {
+		t.Errorf("events %d from %d to %d, want 16 from 0.9 s to 1.63 s", rep.events, rep.first, rep.last)
+	}
+	want := []stall{
+		{tgid: 600, cpus: []int{0, 1}, start: 1.2e9, end: 1.25e9, takers: []taker{{"agent", 50e6}, {"kdamond.0", 50e6}}},
+		{tgid: 600, cpus: []int{0, 1}, start: 1.6e9, end: 1.63e9, takers: []taker{{"kworker/0:1", 30e6}, {"x", 30e6}}},
+	}
+	if !reflect.DeepEqual(rep.stalls, want) {
+		t.Errorf("stalls\n %+v\nwant %+v", rep.stalls, want)
+	}
+	if len(rep.procs) != 2 {
+		t.Fatalf("%d processes, want 600 and 700", len(rep.procs))
+	}
+	p, c := rep.procs[0], rep.procs[1]
+	if p.tgid != 600 || p.comm != "app" || p.stalls != 2 || p.stalled != 80e6 || p.preempted != 5 {
+		t.Errorf("process %d (%s): %d stalls, %d ns, %d preemptions; want 600 (app): 2, 80 ms, 5", p.tgid, p.comm, p.stalls, p.stalled, p.preempted)
+	}
+	// on CPU: 600 1.0-1.1, 1.25-1.4, 1.5-1.6; 601 1.0-1.2, 1.3-1.4, 1.41-1.6.
+	if want := int64(0.1e9 + 0.15e9 + 0.1e9 + 0.2e9 + 0.1e9 + 0.19e9); p.onCPU != want {
+		t.Errorf("process 600 on CPU %d ns, want %d", p.onCPU, want)
+	}
+	if c.tgid != 700 || c.onCPU != 10e6 || c.stalls != 0 {
+		t.Errorf("child %d: on CPU %d, %d stalls; want 700, 10 ms, 0", c.tgid, c.onCPU, c.stalls)
+	}
+
+	// A lower threshold also lists the 10 ms stall behind the child.
+	rep, err = analyse(strings.NewReader(x.b.String()), 600, 5e6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.stalls) != 3 || rep.stalls[2].end-rep.stalls[2].start != 10e6 ||
+		!reflect.DeepEqual(rep.stalls[2].takers, []taker{{"child[700]", 10e6}}) {
+		t.Errorf("with 5 ms: stalls %+v, want a third of 10 ms taken by child[700]", rep.stalls)
+	}
+	var out bytes.Buffer
+	rep.print(&out, 5e6, 10)
+	for _, s := range []string{"process 600 (app)", "3 times for 5000 us or more, 90.0 ms in all", "0.3000 s    50.0 ms  600  cpu 0,1: agent 50.0 ms, kdamond.0 50.0 ms"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("report lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+// A switch missing from the trace shows both tasks that ran.
+func TestAnalyseMissingSwitch(t *testing.T) {
+	var x traceText
+	x.swtch(0, 1.0, "swapper/0", 0, 0, "R", "app", 600)
+	x.swtch(0, 1.1, "app", 600, 600, "R", "agent", 70)
+	// agent -> rcu is not in the trace
+	x.swtch(0, 1.2, "rcu", 15, 15, "I", "app", 600)
+	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.stalls) != 1 || !reflect.DeepEqual(rep.stalls[0].takers, []taker{{"agent|rcu", 100e6}}) {
+		t.Errorf("stalls %+v, want one taken by agent|rcu", rep.stalls)
+	}
+}
+
+func FuzzParseTrace(f *testing.F) {
+	f.Add(realSwitch + "\n" + realFork)
+	var x traceText
+	x.swtch(0, 1.0, "swapper/0", 0, 0, "R", "app", 600)
+	x.swtch(0, 1.1, "app", 600, 600, "R", "agent", 70)
+	f.Add(x.b.String())
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, l := range strings.Split(s, "\n") {
+			if e, ok := parseLine(l); ok && (e.cpu < 0 || e.ns < 0) {
+				t.Fatalf("parseLine(%q) = %+v", l, e)
+			}
+		}
+		rep, err := analyse(strings.NewReader(s), 600, 1)
+		if err != nil {
+			return
+		}
+		for _, st := range rep.stalls {
+			if st.end < st.start {
+				t.Fatalf("stall ends before it starts: %+v", st)
+			}
+		}
+		rep.print(new(bytes.Buffer), 1, 5)
+	})
+}
