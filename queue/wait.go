@@ -24,7 +24,9 @@ const (
 	// opened read-only cannot ring or watch the doorbell: Block then
 	// polls like Park.
 	Block WaitMode = iota
-	// Spin polls without pause: the lowest latency, a whole core.
+	// Spin polls without pause: the lowest latency, a whole core. It lets
+	// the other goroutines of its P run once a millisecond (not more
+	// often: see shm.SpinYield).
 	Spin
 	// Yield polls and lets other goroutines run between polls.
 	Yield

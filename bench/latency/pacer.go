@@ -20,7 +20,7 @@ const minSleep = 20 * time.Microsecond
 // tick when the process is idle (time.Sleep(125us) takes about 1.1 ms), so
 // the Pacer sleeps on a Linux timerfd armed for the absolute deadline minus
 // the spin window, which wakes the netpoller at once, then spins on the
-// clock, yielding to other goroutines, for the rest.
+// clock for the rest (yielding once a millisecond in a long spin).
 //
 // The timerfd wakes the goroutine through the netpoller, which a process
 // whose Ps are all busy polls only when one goes idle or, at worst, every

@@ -8,12 +8,18 @@
 //	schedgaps [-min 20us] [-top 20] [-buffer-kb 65536] -- command [args...]
 //
 // It needs root and tracefs (it mounts /sys/kernel/tracing if needed),
-// traces the whole machine's sched_switch and sched_process_fork events
-// while the command runs, follows the command and everything it forks,
-// and puts the tracing settings back afterwards. Another tracer running at
-// the same time would be disturbed. What it cannot see: time the
-// hypervisor takes a virtual CPU away, which the guest's trace shows as
-// the task simply running longer.
+// traces the whole machine's sched_switch, sched_process_fork and
+// hrtimer_expire_entry events while the command runs, follows the command
+// and everything it forks, and puts the tracing settings back afterwards.
+// Another tracer running at the same time would be disturbed.
+//
+// A process stalls when none of its threads runs while one of them is
+// runnable. Some tasks' own events never reach the trace (on the VM of
+// docs/BENCHMARKS.md, the init process's threads): the switch away from
+// them is then placed at the next event on that CPU, at worst the next
+// scheduler tick (4 ms at HZ=250), so their share is an upper bound.
+// What the trace cannot see at all: time the hypervisor takes a virtual
+// CPU away, which looks like the task simply running longer.
 //
 // Exit status: the command's own when it fails, 2 for a usage error, 1
 // when tracing cannot be set up.

@@ -24,8 +24,9 @@ import (
 type event struct {
 	ns        int64 // trace clock, nanoseconds
 	cpu       int
-	pid, tgid int // the task in the header; tgid 0 if unknown
-	fork      bool
+	pid, tgid int    // the task in the header; tgid 0 if unknown
+	comm      string // its comm
+	kind      kind
 	// sched_switch
 	prevPID, nextPID   int
 	prevComm, nextComm string
@@ -34,42 +35,52 @@ type event struct {
 	childPID int
 }
 
+type kind uint8
+
+const (
+	otherEvent kind = iota // only says which task is on the CPU
+	switchEvent
+	forkEvent
+)
+
 // parseLine parses one line of the trace; ok is false for comments and
-// for events other than sched_switch and sched_process_fork.
+// lines it cannot read.
 func parseLine(line string) (e event, ok bool) {
-	var rest string
-	switch {
-	case strings.Contains(line, ": sched_switch: "):
-		i := strings.Index(line, ": sched_switch: ")
-		rest = line[i+len(": sched_switch: "):]
-		line = line[:i]
-	case strings.Contains(line, ": sched_process_fork: "):
-		i := strings.Index(line, ": sched_process_fork: ")
-		rest = line[i+len(": sched_process_fork: "):]
-		line = line[:i]
-		e.fork = true
-	default:
-		return e, false
-	}
-	if !parseHeader(line, &e) {
-		return e, false
-	}
-	if e.fork {
-		var err error
-		if e.childPID, err = strconv.Atoi(field(rest, "child_pid=", "")); err != nil {
+	// The header ends at the first ": " after which it parses.
+	rest := ""
+	for i := 0; ; {
+		j := strings.Index(line[i:], ": ")
+		if j < 0 {
 			return e, false
 		}
-		return e, true
+		i += j
+		if parseHeader(line[:i], &e) {
+			rest = line[i+2:]
+			break
+		}
+		i += 2
 	}
-	// Comms may hold spaces: cut at the next field's name, not at blanks.
-	e.prevComm = field(rest, "prev_comm=", " prev_pid=")
-	e.nextComm = field(rest, "next_comm=", " next_pid=")
-	state := field(rest, "prev_state=", " ==> ")
-	e.preempted = state == "R" || state == "R+"
-	var err1, err2 error
-	e.prevPID, err1 = strconv.Atoi(field(rest, " prev_pid=", " prev_prio="))
-	e.nextPID, err2 = strconv.Atoi(field(rest, " next_pid=", " next_prio="))
-	return e, err1 == nil && err2 == nil
+	name, args, _ := strings.Cut(rest, ": ")
+	switch name {
+	case "sched_switch":
+		e.kind = switchEvent
+		// Comms may hold spaces: cut at the next field's name, not at
+		// blanks.
+		e.prevComm = field(args, "prev_comm=", " prev_pid=")
+		e.nextComm = field(args, "next_comm=", " next_pid=")
+		state := field(args, "prev_state=", " ==> ")
+		e.preempted = state == "R" || state == "R+"
+		var err1, err2 error
+		e.prevPID, err1 = strconv.Atoi(field(" "+args, " prev_pid=", " prev_prio="))
+		e.nextPID, err2 = strconv.Atoi(field(" "+args, " next_pid=", " next_prio="))
+		return e, err1 == nil && err2 == nil
+	case "sched_process_fork":
+		e.kind = forkEvent
+		var err error
+		e.childPID, err = strconv.Atoi(field(args, "child_pid=", ""))
+		return e, err == nil
+	}
+	return e, true
 }
 
 // parseHeader reads "comm-pid (tgid) [cpu] flags seconds.micros" from the
@@ -113,6 +124,7 @@ func parseHeader(h string, e *event) bool {
 	if dash < 0 {
 		return false
 	}
+	e.comm = task[:dash]
 	e.pid, err = strconv.Atoi(task[dash+1:])
 	return err == nil
 }
@@ -255,68 +267,87 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
+	where := map[int]int{} // pid -> the CPU it runs on
+	// leave closes what runs on cpu at t; label names it in the segment.
+	leave := func(cpu int, t int64, label string) {
+		c, ok := current[cpu]
+		if !ok {
+			return
+		}
+		delete(current, cpu)
+		delete(where, c.pid)
+		segments[cpu] = append(segments[cpu], segment{c.since, t, c.pid, label})
+		if ours[c.pid] {
+			p := proc(c.pid)
+			p.onCPU += t - c.since
+			p.running--
+			settle(p, t)
+		}
+	}
+	// enter makes pid the task on cpu from t.
+	enter := func(cpu int, t int64, pid int, name string) {
+		if other, ok := where[pid]; ok && other != cpu {
+			leave(other, t, current[other].comm) // its switch out was lost
+		}
+		current[cpu] = running{pid, name, t}
+		where[pid] = cpu
+		if ours[pid] {
+			p := proc(pid)
+			p.running++
+			delete(p.waiting, pid)
+			settle(p, t)
+		}
+	}
 	for _, e := range events {
 		if rep.events == 0 {
 			rep.first = e.ns
 		}
 		rep.events++
 		rep.last = e.ns
-		if e.fork {
+		if e.comm == "<idle>" {
+			e.comm = fmt.Sprintf("swapper/%d", e.cpu)
+		}
+		switch e.kind {
+		case forkEvent:
 			if ours[e.pid] {
 				ours[e.childPID] = true
 			}
-			continue
-		}
-		comm[e.prevPID], comm[e.nextPID] = e.prevComm, e.nextComm
-		prevKnown := false
-		if c, ok := current[e.cpu]; ok {
-			if c.pid != e.prevPID {
-				// A switch in between is missing from the trace (the
-				// kernel drops one now and then): both ran, in some
-				// split.
-				c.comm += "|" + e.prevComm
-				if ours[c.pid] {
-					p := proc(c.pid)
-					p.running = max(p.running-1, 0)
-					settle(p, e.ns)
-				}
-			} else {
-				prevKnown = true
+		case otherEvent:
+			// The task in the header is on the CPU: if the trace said
+			// another was, the switch between them is not in the trace
+			// (tasks whose own events it never shows).
+			if c, ok := current[e.cpu]; !ok || c.pid != e.pid {
+				comm[e.pid] = e.comm
+				leave(e.cpu, e.ns, c.comm)
+				enter(e.cpu, e.ns, e.pid, e.comm)
 			}
-			segments[e.cpu] = append(segments[e.cpu], segment{c.since, e.ns, c.pid, c.comm})
-			if ours[c.pid] && prevKnown {
-				proc(c.pid).onCPU += e.ns - c.since
+		case switchEvent:
+			comm[e.prevPID], comm[e.nextPID] = e.prevComm, e.nextComm
+			c, ok := current[e.cpu]
+			switch {
+			case ok && c.pid != e.prevPID:
+				// The switch to prev is missing, with no event in
+				// between to show when: both ran, in some split.
+				leave(e.cpu, e.ns, c.comm+"|"+e.prevComm)
+			default:
+				leave(e.cpu, e.ns, e.prevComm)
 			}
-		}
-		current[e.cpu] = running{e.nextPID, e.nextComm, e.ns}
-		if ours[e.prevPID] {
-			p := proc(e.prevPID)
-			if prevKnown {
-				p.running = max(p.running-1, 0)
-			}
-			if e.preempted {
+			if ours[e.prevPID] && e.preempted {
+				p := proc(e.prevPID)
 				p.waiting[e.prevPID] = e.cpu
 				p.preempted++
+				settle(p, e.ns)
 			}
-			settle(p, e.ns)
-		}
-		if ours[e.nextPID] {
-			p := proc(e.nextPID)
-			p.running++
-			delete(p.waiting, e.nextPID)
-			settle(p, e.ns)
+			enter(e.cpu, e.ns, e.nextPID, e.nextComm)
 		}
 	}
 	// The trace ends: what runs now ran until its end, and a stall still
 	// open ends there.
 	for cpu, c := range current {
-		segments[cpu] = append(segments[cpu], segment{c.since, rep.last, c.pid, c.comm})
-		if ours[c.pid] {
-			proc(c.pid).onCPU += rep.last - c.since
-		}
+		leave(cpu, rep.last, c.comm)
 	}
 	for _, p := range procs {
-		p.waiting = map[int]int{}
+		clear(p.waiting)
 		settle(p, rep.last)
 	}
 	// What ran on the waited-for CPUs during each stall.

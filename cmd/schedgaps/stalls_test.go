@@ -18,17 +18,22 @@ func TestParseLine(t *testing.T) {
 		want event
 		ok   bool
 	}{
-		{realSwitch, event{ns: 25129648770000, cpu: 0, pid: 19692, tgid: 19692, prevPID: 19692, nextPID: 17784,
+		{realSwitch, event{ns: 25129648770000, cpu: 0, pid: 19692, tgid: 19692, comm: "queue.test", kind: switchEvent, prevPID: 19692, nextPID: 17784,
 			prevComm: "queue.test", nextComm: "memfd:sealed-91", preempted: true}, true},
-		{realFork, event{ns: 25129640001000, cpu: 1, pid: 19690, tgid: 19690, fork: true, childPID: 19692}, true},
+		{realFork, event{ns: 25129640001000, cpu: 1, pid: 19690, tgid: 19690, comm: "bash", kind: forkEvent, childPID: 19692}, true},
 		// A comm with blanks and dashes, no tgid known, sleeping.
 		{`  Web Content-x-42   (-------) [013] d..2. 7.5: sched_switch: prev_comm=Web Content-x prev_pid=42 prev_prio=120 prev_state=S ==> next_comm=swapper/13 next_pid=0 next_prio=120`,
-			event{ns: 7500000000, cpu: 13, pid: 42, prevPID: 42, nextPID: 0, prevComm: "Web Content-x", nextComm: "swapper/13"}, true},
+			event{ns: 7500000000, cpu: 13, pid: 42, comm: "Web Content-x", kind: switchEvent, prevPID: 42, nextPID: 0, prevComm: "Web Content-x", nextComm: "swapper/13"}, true},
 		// Without record-tgid.
 		{`  a-5 [001] d..2. 1.000001: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 prev_state=R+ ==> next_comm=b next_pid=6 next_prio=120`,
-			event{ns: 1000001000, cpu: 1, pid: 5, prevPID: 5, nextPID: 6, prevComm: "a", nextComm: "b", preempted: true}, true},
+			event{ns: 1000001000, cpu: 1, pid: 5, comm: "a", kind: switchEvent, prevPID: 5, nextPID: 6, prevComm: "a", nextComm: "b", preempted: true}, true},
+		// Any other event says which task is on the CPU; a comm may
+		// hold ": ".
+		{`          <idle>-0       (-------) [001] d.h1. 25890.327674: hrtimer_expire_entry: hrtimer=000000002998a44d function=tick_nohz_handler now=25890304086577`,
+			event{ns: 25890327674000, cpu: 1, pid: 0, comm: "<idle>", kind: otherEvent}, true},
+		{`  odd: name-7 (7) [000] d.h1. 2.5: irq_handler_entry: irq=4 name=ttyS0`,
+			event{ns: 2500000000, cpu: 0, pid: 7, tgid: 7, comm: "odd: name", kind: otherEvent}, true},
 		{"# tracer: nop", event{}, false},
-		{`  a-5 (5) [001] d..2. 1.0: sched_wakeup: comm=b pid=6 prio=120 target_cpu=001`, event{}, false},
 		{`  a-5 (5) [x01] d..2. 1.0: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 prev_state=R ==> next_comm=b next_pid=6 next_prio=120`, event{}, false},
 		{`  a-5 (5) [001] d..2. 1.0: sched_switch: prev_comm=a prev_pid=five prev_prio=120 prev_state=R ==> next_comm=b next_pid=6 next_prio=120`, event{}, false},
 		{`: sched_switch: `, event{}, false},
@@ -125,19 +130,32 @@ func TestAnalyse(t *testing.T) {
 	}
 }
 
-// A switch missing from the trace shows both tasks that ran.
+// Switches missing from the trace: a task whose own events never show
+// (here "agent") ends where any event shows another task on its CPU;
+// with no such event, the stall names both tasks that may have run.
 func TestAnalyseMissingSwitch(t *testing.T) {
 	var x traceText
 	x.swtch(0, 1.0, "swapper/0", 0, 0, "R", "app", 600)
 	x.swtch(0, 1.1, "app", 600, 600, "R", "agent", 70)
-	// agent -> rcu is not in the trace
-	x.swtch(0, 1.2, "rcu", 15, 15, "I", "app", 600)
+	// agent -> app is not in the trace, but a timer event in app's
+	// context is.
+	x.b.WriteString("  app-600 (    600) [000] d.h1. 1.150000: hrtimer_expire_entry: hrtimer=0 function=tick_nohz_handler now=1\n")
+	x.swtch(0, 1.2, "app", 600, 600, "R", "rcu", 15)
+	// rcu -> x is not in the trace, and nothing shows when.
+	x.swtch(0, 1.3, "x", 8, 8, "R", "app", 600)
 	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.stalls) != 1 || !reflect.DeepEqual(rep.stalls[0].takers, []taker{{"agent|rcu", 100e6}}) {
-		t.Errorf("stalls %+v, want one taken by agent|rcu", rep.stalls)
+	want := []stall{
+		{tgid: 600, cpus: []int{0}, start: 1.2e9, end: 1.3e9, takers: []taker{{"rcu|x", 100e6}}},
+		{tgid: 600, cpus: []int{0}, start: 1.1e9, end: 1.15e9, takers: []taker{{"agent", 50e6}}},
+	}
+	if !reflect.DeepEqual(rep.stalls, want) {
+		t.Errorf("stalls\n %+v\nwant %+v", rep.stalls, want)
+	}
+	if p := rep.procs[0]; p.onCPU != 0.1e9+0.05e9 {
+		t.Errorf("on CPU %d ns, want 150 ms", p.onCPU)
 	}
 }
 

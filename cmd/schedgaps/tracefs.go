@@ -22,6 +22,7 @@ var tracingFiles = []string{
 	"options/record-tgid",
 	"events/sched/sched_switch/enable",
 	"events/sched/sched_process_fork/enable",
+	"events/timer/hrtimer_expire_entry/enable",
 }
 
 func openTracefs() (*tracefs, error) {
@@ -89,6 +90,9 @@ func (t *tracefs) start(bufferKB int) (restore func(), err error) {
 		{"options/record-tgid", "1"},
 		{"events/sched/sched_switch/enable", "1"},
 		{"events/sched/sched_process_fork/enable", "1"},
+		// Timer events name the task on the CPU at least every tick:
+		// they bound a switch the trace lacks (see analyse).
+		{"events/timer/hrtimer_expire_entry/enable", "1"},
 		{"tracing_on", "1"},
 	}
 	for _, s := range steps {
