@@ -1,6 +1,10 @@
 package queue
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/offmap/offmap/internal/shm"
+)
 
 // Pretouching. The first write to each page of a cycle file takes a page
 // fault that costs microseconds, many times an append. Like Chronicle
@@ -34,6 +38,11 @@ func (c *cycle) wantPretouch(end int64) {
 }
 
 func pretoucher() {
+	// At the lowest priority: zeroing and mapping fresh pages is work
+	// for the CPU time appenders and tailers leave idle, not a reason to
+	// preempt one of them for a scheduler slice. If it falls behind, an
+	// appender faults its pages in itself.
+	shm.BackgroundThread()
 	for c := range pretouchCh {
 		c.pretouch()
 		c.ahead.Store(false)

@@ -5,7 +5,7 @@
 // event loop, when the tail is not in the code but in who else the
 // machine runs.
 //
-//	schedgaps [-min 20us] [-top 20] [-buffer-kb 65536] -- command [args...]
+//	schedgaps [-min 20us] [-top 20] [-threads] [-buffer-kb 65536] -- command [args...]
 //
 // It needs root and tracefs (it mounts /sys/kernel/tracing if needed),
 // traces the whole machine's sched_switch, sched_process_fork and
@@ -47,6 +47,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	minGap := fs.Duration("min", 20*time.Microsecond, "list preemptions at least this long")
 	top := fs.Int("top", 20, "how many of the longest stalls to list")
 	bufferKB := fs.Int("buffer-kb", 64<<10, "trace buffer per CPU, in KiB")
+	threads := fs.Bool("threads", false, "also report each thread: time on a CPU, waits for one and what ran instead")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: schedgaps [flags] -- command [args...]")
 		fmt.Fprintln(stderr, "Runs the command under the scheduler trace and reports when its threads were kept off their CPU, and by what.")
@@ -115,7 +116,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "schedgaps: reading the trace:", err)
 		return 1
 	}
-	rep.print(stdout, int64(*minGap), *top)
+	rep.print(stdout, int64(*minGap), *top, *threads)
 	if lost > 0 {
 		fmt.Fprintf(stderr, "schedgaps: the trace lost %d events: raise -buffer-kb\n", lost)
 	}

@@ -180,12 +180,35 @@ type process struct {
 	stallCPUs  map[int]bool // CPUs waited on during the open stall
 }
 
+// thread is one traced thread: how long it ran, and how long it waited,
+// runnable, for a CPU (waits at least the threshold long). For a thread
+// that one goroutine keeps (runtime.LockOSThread, like a pinned event
+// loop) a wait is a stall of that goroutine.
+type thread struct {
+	tid, tgid int
+	onCPU     int64
+	waits     int
+	waited    int64
+	takers    map[string]int64
+
+	waitFrom int64 // when it was preempted; -1 when not waiting
+	waitCPU  int
+}
+
+// wait is one such wait, before its takers are known.
+type wait struct {
+	th         *thread
+	cpu        int
+	start, end int64
+}
+
 // report is what a trace shows about the traced processes.
 type report struct {
 	first, last int64 // trace clock of the first and last event
 	events      int
 	procs       []*process // by tgid
 	stalls      []stall    // at least the threshold long, longest first
+	threads     []*thread  // most time on a CPU first
 }
 
 type segment struct {
@@ -223,6 +246,16 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 		}
 		return p
 	}
+	threads := map[int]*thread{}
+	thr := func(tid int) *thread {
+		th := threads[tid]
+		if th == nil {
+			th = &thread{tid: tid, waitFrom: -1, takers: map[string]int64{}}
+			threads[tid] = th
+		}
+		return th
+	}
+	var waits []wait
 	rep := &report{}
 	var found []stall
 	// settle opens or closes p's stall after a change at time t.
@@ -280,6 +313,7 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 		if ours[c.pid] {
 			p := proc(c.pid)
 			p.onCPU += t - c.since
+			thr(c.pid).onCPU += t - c.since
 			p.running--
 			settle(p, t)
 		}
@@ -296,6 +330,12 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 			p.running++
 			delete(p.waiting, pid)
 			settle(p, t)
+			if th := thr(pid); th.waitFrom >= 0 {
+				if t-th.waitFrom >= minStall {
+					waits = append(waits, wait{th, th.waitCPU, th.waitFrom, t})
+				}
+				th.waitFrom = -1
+			}
 		}
 	}
 	for _, e := range events {
@@ -337,6 +377,8 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 				p.waiting[e.prevPID] = e.cpu
 				p.preempted++
 				settle(p, e.ns)
+				th := thr(e.prevPID)
+				th.waitFrom, th.waitCPU = e.ns, e.cpu
 			}
 			enter(e.cpu, e.ns, e.nextPID, e.nextComm)
 		}
@@ -350,21 +392,46 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 		clear(p.waiting)
 		settle(p, rep.last)
 	}
+	// ranOn adds up what ran on cpu in [start, end), the traced
+	// processes' threads named by process, or by thread too.
+	ranOn := func(by map[string]int64, cpu int, start, end int64, byThread bool) {
+		segs := segments[cpu]
+		j := sort.Search(len(segs), func(j int) bool { return segs[j].end > start })
+		for ; j < len(segs) && segs[j].start < end; j++ {
+			g := segs[j]
+			name := g.comm
+			switch {
+			case ours[g.pid] && byThread:
+				name = fmt.Sprintf("%s[%d/%d]", g.comm, group(g.pid), g.pid)
+			case ours[g.pid]:
+				name = fmt.Sprintf("%s[%d]", g.comm, group(g.pid))
+			}
+			by[name] += min(g.end, end) - max(g.start, start)
+		}
+	}
+	for _, w := range waits {
+		th := w.th
+		th.waits++
+		th.waited += w.end - w.start
+		ranOn(th.takers, w.cpu, w.start, w.end, true)
+	}
+	for _, th := range threads {
+		th.tgid = group(th.tid)
+		rep.threads = append(rep.threads, th)
+	}
+	sort.Slice(rep.threads, func(i, j int) bool {
+		a, b := rep.threads[i], rep.threads[j]
+		if a.onCPU != b.onCPU {
+			return a.onCPU > b.onCPU
+		}
+		return a.tid < b.tid
+	})
 	// What ran on the waited-for CPUs during each stall.
 	for i := range found {
 		s := &found[i]
 		by := map[string]int64{}
 		for _, cpu := range s.cpus {
-			segs := segments[cpu]
-			j := sort.Search(len(segs), func(j int) bool { return segs[j].end > s.start })
-			for ; j < len(segs) && segs[j].start < s.end; j++ {
-				g := segs[j]
-				name := g.comm
-				if ours[g.pid] {
-					name = fmt.Sprintf("%s[%d]", g.comm, group(g.pid))
-				}
-				by[name] += min(g.end, s.end) - max(g.start, s.start)
-			}
+			ranOn(by, cpu, s.start, s.end, false)
 		}
 		s.takers = sortTakers(by)
 		p := procs[s.tgid]
@@ -399,7 +466,7 @@ func sortTakers(by map[string]int64) []taker {
 }
 
 // print writes the report: per process, then the longest stalls.
-func (r *report) print(w io.Writer, min int64, top int) {
+func (r *report) print(w io.Writer, min int64, top int, threads bool) {
 	fmt.Fprintf(w, "trace: %.3f s, %d events\n", float64(r.last-r.first)/1e9, r.events)
 	for _, p := range r.procs {
 		if p.onCPU == 0 && p.preempted == 0 {
@@ -409,6 +476,19 @@ func (r *report) print(w io.Writer, min int64, top int) {
 			p.tgid, p.comm, float64(p.onCPU)/1e9, p.preempted, p.stalls, us(min), us(p.stalled))
 		if ts := sortTakers(p.takers); len(ts) > 0 {
 			fmt.Fprintf(w, "  ran instead: %s\n", takerList(ts, 6))
+		}
+	}
+	if threads {
+		fmt.Fprintf(w, "threads, most time on a CPU first (waits: runnable but off its CPU for %s or more):\n", us(min))
+		for i, th := range r.threads {
+			if i == top {
+				break
+			}
+			fmt.Fprintf(w, "  %d/%d: on CPU %.3f s, %d waits, %s in all", th.tgid, th.tid, float64(th.onCPU)/1e9, th.waits, us(th.waited))
+			if ts := sortTakers(th.takers); len(ts) > 0 {
+				fmt.Fprintf(w, "; ran instead: %s", takerList(ts, 4))
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	if len(r.stalls) == 0 {

@@ -112,6 +112,19 @@ func TestAnalyse(t *testing.T) {
 		t.Errorf("child %d: on CPU %d, %d stalls; want 700, 10 ms, 0", c.tgid, c.onCPU, c.stalls)
 	}
 
+	// Per thread: 601 waited 1.2-1.3 (its 10 ms wait is under the
+	// threshold; its last never ends), 600 waited 1.1-1.25 and 1.6-1.63.
+	if len(rep.threads) != 3 {
+		t.Fatalf("%d threads, want 601, 600, 700", len(rep.threads))
+	}
+	t601, t600 := rep.threads[0], rep.threads[1]
+	if t601.tid != 601 || t601.tgid != 600 || t601.waits != 1 || t601.waited != 100e6 || !reflect.DeepEqual(t601.takers, map[string]int64{"agent": 100e6}) {
+		t.Errorf("thread 601: %+v", *t601)
+	}
+	if t600.tid != 600 || t600.waits != 2 || t600.waited != 180e6 || !reflect.DeepEqual(t600.takers, map[string]int64{"kdamond.0": 150e6, "kworker/0:1": 30e6}) {
+		t.Errorf("thread 600: %+v", *t600)
+	}
+
 	// A lower threshold also lists the 10 ms stall behind the child.
 	rep, err = analyse(strings.NewReader(x.b.String()), 600, 5e6)
 	if err != nil {
@@ -122,8 +135,9 @@ func TestAnalyse(t *testing.T) {
 		t.Errorf("with 5 ms: stalls %+v, want a third of 10 ms taken by child[700]", rep.stalls)
 	}
 	var out bytes.Buffer
-	rep.print(&out, 5e6, 10)
-	for _, s := range []string{"process 600 (app)", "3 times for 5000 us or more, 90.0 ms in all", "0.3000 s    50.0 ms  600  cpu 0,1: agent 50.0 ms, kdamond.0 50.0 ms"} {
+	rep.print(&out, 5e6, 10, true)
+	for _, s := range []string{"process 600 (app)", "3 times for 5000 us or more, 90.0 ms in all", "0.3000 s    50.0 ms  600  cpu 0,1: agent 50.0 ms, kdamond.0 50.0 ms",
+		"600/601: on CPU 0.490 s, 2 waits, 110.0 ms in all; ran instead: agent 100.0 ms, child[700/700] 10.0 ms"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("report lacks %q:\n%s", s, out.String())
 		}
@@ -180,6 +194,6 @@ func FuzzParseTrace(f *testing.F) {
 				t.Fatalf("stall ends before it starts: %+v", st)
 			}
 		}
-		rep.print(new(bytes.Buffer), 1, 5)
+		rep.print(new(bytes.Buffer), 1, 5, true)
 	})
 }
