@@ -59,9 +59,12 @@ func (c *cycle) pretouch() {
 	if _, err := c.grow(target); err != nil {
 		return
 	}
-	c.growMu.Lock()
-	c.reg.Populate(int(from), int(target))
-	c.growMu.Unlock()
+	// Fault the pages in without holding growMu: this thread runs at the
+	// lowest priority, and an appender that must grow the file should not
+	// wait behind it. The pretoucher's reference keeps the mapping.
+	if mem := c.mem(); c.writable && from < min(target, int64(len(mem))) {
+		shm.PopulateWrite(mem[from:min(target, int64(len(mem)))])
+	}
 	for {
 		cur := c.touched.Load()
 		if cur >= target || c.touched.CompareAndSwap(cur, target) {

@@ -300,7 +300,28 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	where := map[int]int{} // pid -> the CPU it runs on
+	// The traced tasks: root, what it forks, and every thread of those
+	// processes, even one whose fork the trace lost.
+	for _, e := range events {
+		if e.kind == forkEvent && ours[e.pid] {
+			ours[e.childPID] = true
+		}
+	}
+	for pid, g := range tgid {
+		if ours[g] {
+			ours[pid] = true
+		}
+	}
+	where := map[int]int{}    // pid -> the CPU it runs on (not for idle, pid 0 on every CPU)
+	counted := map[int]bool{} // traced tasks counted as running
+	// forget ends what the trace said of a traced thread's waiting: it
+	// ran since, unseen.
+	forget := func(pid int, t int64) {
+		p := proc(pid)
+		delete(p.waiting, pid)
+		settle(p, t)
+		thr(pid).waitFrom = -1
+	}
 	// leave closes what runs on cpu at t; label names it in the segment.
 	leave := func(cpu int, t int64, label string) {
 		c, ok := current[cpu]
@@ -308,12 +329,16 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 			return
 		}
 		delete(current, cpu)
-		delete(where, c.pid)
+		if c.pid != 0 {
+			delete(where, c.pid)
+		}
 		segments[cpu] = append(segments[cpu], segment{c.since, t, c.pid, label})
-		if ours[c.pid] {
+		if counted[c.pid] {
+			delete(counted, c.pid)
 			p := proc(c.pid)
-			p.onCPU += t - c.since
-			thr(c.pid).onCPU += t - c.since
+			ran := max(t-c.since, 0) // 0 if the clock went back
+			p.onCPU += ran
+			thr(c.pid).onCPU += ran
 			p.running--
 			settle(p, t)
 		}
@@ -324,8 +349,11 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 			leave(other, t, current[other].comm) // its switch out was lost
 		}
 		current[cpu] = running{pid, name, t}
-		where[pid] = cpu
-		if ours[pid] {
+		if pid != 0 {
+			where[pid] = cpu
+		}
+		if ours[pid] && !counted[pid] {
+			counted[pid] = true
 			p := proc(pid)
 			p.running++
 			delete(p.waiting, pid)
@@ -348,10 +376,6 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 			e.comm = fmt.Sprintf("swapper/%d", e.cpu)
 		}
 		switch e.kind {
-		case forkEvent:
-			if ours[e.pid] {
-				ours[e.childPID] = true
-			}
 		case otherEvent:
 			// The task in the header is on the CPU: if the trace said
 			// another was, the switch between them is not in the trace
@@ -361,6 +385,7 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 				leave(e.cpu, e.ns, c.comm)
 				enter(e.cpu, e.ns, e.pid, e.comm)
 			}
+		case forkEvent:
 		case switchEvent:
 			comm[e.prevPID], comm[e.nextPID] = e.prevComm, e.nextComm
 			c, ok := current[e.cpu]
@@ -369,6 +394,9 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 				// The switch to prev is missing, with no event in
 				// between to show when: both ran, in some split.
 				leave(e.cpu, e.ns, c.comm+"|"+e.prevComm)
+				if ours[e.prevPID] {
+					forget(e.prevPID, e.ns)
+				}
 			default:
 				leave(e.cpu, e.ns, e.prevComm)
 			}
@@ -391,6 +419,12 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 	for _, p := range procs {
 		clear(p.waiting)
 		settle(p, rep.last)
+	}
+	for _, th := range threads {
+		if th.waitFrom >= 0 && rep.last-th.waitFrom >= minStall {
+			waits = append(waits, wait{th, th.waitCPU, th.waitFrom, rep.last})
+		}
+		th.waitFrom = -1
 	}
 	// ranOn adds up what ran on cpu in [start, end), the traced
 	// processes' threads named by process, or by thread too.
@@ -441,7 +475,16 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 			p.takers[t.name] += t.ns
 		}
 	}
-	sort.Slice(found, func(i, j int) bool { return found[i].end-found[i].start > found[j].end-found[j].start })
+	sort.Slice(found, func(i, j int) bool {
+		a, b := found[i], found[j]
+		if la, lb := a.end-a.start, b.end-b.start; la != lb {
+			return la > lb
+		}
+		if a.start != b.start {
+			return a.start < b.start
+		}
+		return a.tgid < b.tgid
+	})
 	rep.stalls = found
 	for _, p := range procs {
 		p.comm = comm[p.tgid] // as last seen: after any exec

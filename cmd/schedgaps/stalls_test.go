@@ -112,13 +112,14 @@ func TestAnalyse(t *testing.T) {
 		t.Errorf("child %d: on CPU %d, %d stalls; want 700, 10 ms, 0", c.tgid, c.onCPU, c.stalls)
 	}
 
-	// Per thread: 601 waited 1.2-1.3 (its 10 ms wait is under the
-	// threshold; its last never ends), 600 waited 1.1-1.25 and 1.6-1.63.
+	// Per thread: 601 waited 1.2-1.3 and from 1.6 to the end of the
+	// trace (its 10 ms wait is under the threshold), 600 waited 1.1-1.25
+	// and 1.6-1.63.
 	if len(rep.threads) != 3 {
 		t.Fatalf("%d threads, want 601, 600, 700", len(rep.threads))
 	}
 	t601, t600 := rep.threads[0], rep.threads[1]
-	if t601.tid != 601 || t601.tgid != 600 || t601.waits != 1 || t601.waited != 100e6 || !reflect.DeepEqual(t601.takers, map[string]int64{"agent": 100e6}) {
+	if t601.tid != 601 || t601.tgid != 600 || t601.waits != 2 || t601.waited != 130e6 || !reflect.DeepEqual(t601.takers, map[string]int64{"agent": 100e6, "x": 30e6}) {
 		t.Errorf("thread 601: %+v", *t601)
 	}
 	if t600.tid != 600 || t600.waits != 2 || t600.waited != 180e6 || !reflect.DeepEqual(t600.takers, map[string]int64{"kdamond.0": 150e6, "kworker/0:1": 30e6}) {
@@ -137,7 +138,7 @@ func TestAnalyse(t *testing.T) {
 	var out bytes.Buffer
 	rep.print(&out, 5e6, 10, true)
 	for _, s := range []string{"process 600 (app)", "3 times for 5000 us or more, 90.0 ms in all", "0.3000 s    50.0 ms  600  cpu 0,1: agent 50.0 ms, kdamond.0 50.0 ms",
-		"600/601: on CPU 0.490 s, 2 waits, 110.0 ms in all; ran instead: agent 100.0 ms, child[700/700] 10.0 ms"} {
+		"600/601: on CPU 0.490 s, 3 waits, 140.0 ms in all; ran instead: agent 100.0 ms, x 30.0 ms, child[700/700] 10.0 ms"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("report lacks %q:\n%s", s, out.String())
 		}
@@ -173,6 +174,66 @@ func TestAnalyseMissingSwitch(t *testing.T) {
 	}
 }
 
+// A preempted thread that the trace then shows running, with the switch
+// to it lost, is no longer waiting: the stall ends there, at the latest,
+// and its sleep is not a stall.
+func TestAnalyseLostSwitchIn(t *testing.T) {
+	var x traceText
+	x.swtch(0, 1.0, "swapper/0", 0, 0, "R", "app", 600)
+	x.swtch(0, 1.1, "app", 600, 600, "R", "agent", 70)
+	// agent -> app lost; app now goes to sleep.
+	x.swtch(0, 1.2, "app", 600, 600, "S", "swapper/0", 0)
+	x.swtch(0, 2.2, "swapper/0", 0, 0, "R", "app", 600)
+	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []stall{{tgid: 600, cpus: []int{0}, start: 1.1e9, end: 1.2e9, takers: []taker{{"agent|app", 100e6}}}}
+	if !reflect.DeepEqual(rep.stalls, want) {
+		t.Errorf("stalls\n %+v\nwant %+v (the app slept from 1.2)", rep.stalls, want)
+	}
+}
+
+// Idle is pid 0 on every CPU: one CPU going idle does not end another's
+// idle time.
+func TestAnalyseIdleOnTwoCPUs(t *testing.T) {
+	var x traceText
+	x.swtch(0, 1.0, "app", 600, 600, "R", "swapper/0", 0) // app waits for cpu 0, which idles
+	x.swtch(1, 1.1, "other", 9, 9, "S", "swapper/1", 0)   // cpu 1 idles too
+	x.swtch(0, 1.5, "swapper/0", 0, 0, "R", "app", 600)
+	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.stalls) != 1 || !reflect.DeepEqual(rep.stalls[0].takers, []taker{{"swapper/0", 500e6}}) {
+		t.Errorf("stalls %+v, want one of 500 ms on an idle cpu 0", rep.stalls)
+	}
+}
+
+// A task seen running before its fork line (per-CPU clocks that differ)
+// is still one of the command's, counted in and out once.
+func TestAnalyseForkSeenLate(t *testing.T) {
+	var x traceText
+	x.swtch(0, 1.0, "swapper/0", 0, 0, "R", "app", 600)
+	x.swtch(1, 1.0, "swapper/1", 0, 0, "R", "kid", 700) // before its fork line
+	x.fork(0, 1.01, 600, 600, 700)
+	x.swtch(1, 1.1, "kid", 700, 700, "R", "agent", 70) // kid waits
+	x.swtch(1, 1.2, "agent", 70, 70, "S", "kid", 700)
+	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []stall{{tgid: 700, cpus: []int{1}, start: 1.1e9, end: 1.2e9, takers: []taker{{"agent", 100e6}}}}
+	if !reflect.DeepEqual(rep.stalls, want) {
+		t.Errorf("stalls\n %+v\nwant %+v", rep.stalls, want)
+	}
+	for _, p := range rep.procs {
+		if p.running < 0 {
+			t.Errorf("process %d: %d threads running", p.tgid, p.running)
+		}
+	}
+}
+
 func FuzzParseTrace(f *testing.F) {
 	f.Add(realSwitch + "\n" + realFork)
 	var x traceText
@@ -189,9 +250,9 @@ func FuzzParseTrace(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, st := range rep.stalls {
-			if st.end < st.start {
-				t.Fatalf("stall ends before it starts: %+v", st)
+		for _, p := range rep.procs {
+			if p.running < 0 || p.onCPU < 0 {
+				t.Fatalf("process %d: %d threads running, %d ns on CPU", p.tgid, p.running, p.onCPU)
 			}
 		}
 		rep.print(new(bytes.Buffer), 1, 5, true)

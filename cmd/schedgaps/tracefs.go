@@ -19,10 +19,29 @@ type tracefs struct{ dir string }
 var tracingFiles = []string{
 	"tracing_on",
 	"buffer_size_kb",
+	"trace_clock",
 	"options/record-tgid",
+	"options/irq-info",
 	"events/sched/sched_switch/enable",
 	"events/sched/sched_process_fork/enable",
 	"events/timer/hrtimer_expire_entry/enable",
+}
+
+// restorable turns what a settings file reads into what writing it back
+// takes: the chosen clock of "[local] global ...", the size a buffer
+// grows to on first use from "7 (expanded: 1408)".
+func restorable(name, v string) string {
+	switch name {
+	case "trace_clock":
+		if i, j := strings.Index(v, "["), strings.Index(v, "]"); i >= 0 && j > i {
+			return v[i+1 : j]
+		}
+	case "buffer_size_kb":
+		if _, exp, ok := strings.Cut(v, "(expanded: "); ok {
+			return strings.TrimSuffix(exp, ")")
+		}
+	}
+	return v
 }
 
 func openTracefs() (*tracefs, error) {
@@ -36,6 +55,7 @@ func openTracefs() (*tracefs, error) {
 		return nil, fmt.Errorf("tracefs is not mounted and mounting it on %s failed (root is needed): %w", d, err)
 	}
 	if _, err := os.Stat(filepath.Join(d, "events/sched/sched_switch")); err != nil {
+		unix.Unmount(d, 0)
 		return nil, fmt.Errorf("%s has no sched_switch event: %w", d, err)
 	}
 	return &tracefs{d}, nil
@@ -61,33 +81,37 @@ func (t *tracefs) write(name, value string) error {
 	return nil
 }
 
-// start clears the trace buffer and turns on the two events. restore puts
-// back the settings found; it is safe to call after a failed start.
-func (t *tracefs) start(bufferKB int) (restore func(), err error) {
+// start clears the trace buffer and turns on the events. restore puts
+// back the settings found and returns what it could not; it is safe to
+// call after a failed start.
+func (t *tracefs) start(bufferKB int) (restore func() error, err error) {
 	saved := map[string]string{}
 	for _, name := range tracingFiles {
 		v, err := t.read(name)
 		if err != nil {
-			return func() {}, fmt.Errorf("tracefs: %w (root is needed)", err)
+			return func() error { return nil }, fmt.Errorf("tracefs: %w (root is needed)", err)
 		}
-		saved[name] = v
+		saved[name] = restorable(name, v)
 	}
-	restore = func() {
+	restore = func() error {
+		var errs []error
 		for i := len(tracingFiles) - 1; i >= 0; i-- {
 			name := tracingFiles[i]
-			v := saved[name]
-			if name == "buffer_size_kb" {
-				// Shown as "7 (expanded: 1408)" before first use.
-				v, _, _ = strings.Cut(v, " ")
+			if err := t.write(name, saved[name]); err != nil {
+				errs = append(errs, err)
 			}
-			t.write(name, v)
 		}
+		return errors.Join(errs...)
 	}
 	steps := [][2]string{
 		{"tracing_on", "0"},
 		{"trace", ""},
 		{"buffer_size_kb", strconv.Itoa(bufferKB)},
+		// One clock for all CPUs (the default, local, is not
+		// synchronised between them), and the header the parser reads.
+		{"trace_clock", "mono"},
 		{"options/record-tgid", "1"},
+		{"options/irq-info", "1"},
 		{"events/sched/sched_switch/enable", "1"},
 		{"events/sched/sched_process_fork/enable", "1"},
 		// Timer events name the task on the CPU at least every tick:

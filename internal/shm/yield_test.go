@@ -8,20 +8,25 @@ import (
 )
 
 // A spin loop yields, but no more than once per YieldEvery: three yields
-// take at least three periods from the first reading of the clock.
+// take at least three periods from the first reading of the clock; and it
+// does yield, some ten times in 20 periods.
 func TestSpinYieldSpacing(t *testing.T) {
 	var y SpinYield
 	start := time.Now()
-	polls := 0
-	for y.yields < 3 {
+	for y.yields < 3 && time.Since(start) < time.Second {
 		y.Poll()
-		polls++
 	}
-	if d := time.Since(start); d < 3*YieldEvery {
-		t.Errorf("3 yields in %v, want at least %v", d, 3*YieldEvery)
+	if d := time.Since(start); y.yields < 3 || d < 3*YieldEvery {
+		t.Errorf("%d yields in %v, want 3 in at least %v", y.yields, d, 3*YieldEvery)
 	}
-	if polls < 3*64 {
-		t.Errorf("3 yields in %d polls: the clock is read more often than every 64", polls)
+	y = SpinYield{}
+	for start = time.Now(); time.Since(start) < 20*YieldEvery; {
+		y.Poll()
+	}
+	// 19 or 20 on a quiet machine; the goroutine may lose its CPU for a
+	// while, which costs yields, not adds them.
+	if y.yields < 5 || y.yields > 20 {
+		t.Errorf("%d yields in %v, want about 19", y.yields, 20*YieldEvery)
 	}
 }
 
