@@ -56,14 +56,15 @@ func (c *cycle) pretouch() {
 	_, end := c.hintPos()
 	target := min(end+int64(c.q.opts.BlockSize), c.q.meta.MaxCycleSize)
 	from := max(c.touched.Load(), end)
-	if _, err := c.grow(target); err != nil {
+	mem, err := c.grow(target)
+	if err != nil {
 		return
 	}
 	// Fault the pages in without holding growMu: this thread runs at the
 	// lowest priority, and an appender that must grow the file should not
 	// wait behind it. The pretoucher's reference keeps the mapping.
-	if mem := c.mem(); c.writable && from < min(target, int64(len(mem))) {
-		shm.PopulateWrite(mem[from:min(target, int64(len(mem)))])
+	if to := min(target, int64(len(mem))); c.writable && from < to {
+		shm.PopulateWrite(mem[from:to])
 	}
 	for {
 		cur := c.touched.Load()

@@ -385,7 +385,6 @@ func analyse(r io.Reader, root int, minStall int64) (*report, error) {
 				leave(e.cpu, e.ns, c.comm)
 				enter(e.cpu, e.ns, e.pid, e.comm)
 			}
-		case forkEvent:
 		case switchEvent:
 			comm[e.prevPID], comm[e.nextPID] = e.prevComm, e.nextComm
 			c, ok := current[e.cpu]

@@ -59,6 +59,16 @@ func (x *traceText) swtch(cpu int, sec float64, prevComm string, prev, prevTgid 
 		prevComm, prev, prevTgid, cpu, sec, prevComm, prev, state, nextComm, next)
 }
 
+// analyseT analyses the trace built in x.
+func analyseT(t *testing.T, x *traceText, root int, minStall int64) *report {
+	t.Helper()
+	rep, err := analyse(strings.NewReader(x.b.String()), root, minStall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // A process of two threads (600, 601) and a child process (700):
 // preempted threads count as a stall only while no thread of the process
 // runs, and what ran on the CPUs it waited for is named.
@@ -83,10 +93,7 @@ func TestAnalyse(t *testing.T) {
 	x.swtch(1, 1.6, "app", 601, 600, "R", "x", 8) // stall from 1.6
 	x.swtch(0, 1.63, "kworker/0:1", 9, 9, "I", "app", 600)
 
-	rep, err := analyse(strings.NewReader(x.b.String()), 600, 20e6)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := analyseT(t, &x, 600, 20e6)
 	if rep.events != 16 || rep.first != 0.9e9 || rep.last != 1.63e9 {
 		t.Errorf("events %d from %d to %d, want 16 from 0.9 s to 1.63 s", rep.events, rep.first, rep.last)
 	}
@@ -127,10 +134,7 @@ func TestAnalyse(t *testing.T) {
 	}
 
 	// A lower threshold also lists the 10 ms stall behind the child.
-	rep, err = analyse(strings.NewReader(x.b.String()), 600, 5e6)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep = analyseT(t, &x, 600, 5e6)
 	if len(rep.stalls) != 3 || rep.stalls[2].end-rep.stalls[2].start != 10e6 ||
 		!reflect.DeepEqual(rep.stalls[2].takers, []taker{{"child[700]", 10e6}}) {
 		t.Errorf("with 5 ms: stalls %+v, want a third of 10 ms taken by child[700]", rep.stalls)
@@ -158,10 +162,7 @@ func TestAnalyseMissingSwitch(t *testing.T) {
 	x.swtch(0, 1.2, "app", 600, 600, "R", "rcu", 15)
 	// rcu -> x is not in the trace, and nothing shows when.
 	x.swtch(0, 1.3, "x", 8, 8, "R", "app", 600)
-	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := analyseT(t, &x, 600, 1)
 	want := []stall{
 		{tgid: 600, cpus: []int{0}, start: 1.2e9, end: 1.3e9, takers: []taker{{"rcu|x", 100e6}}},
 		{tgid: 600, cpus: []int{0}, start: 1.1e9, end: 1.15e9, takers: []taker{{"agent", 50e6}}},
@@ -184,10 +185,7 @@ func TestAnalyseLostSwitchIn(t *testing.T) {
 	// agent -> app lost; app now goes to sleep.
 	x.swtch(0, 1.2, "app", 600, 600, "S", "swapper/0", 0)
 	x.swtch(0, 2.2, "swapper/0", 0, 0, "R", "app", 600)
-	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := analyseT(t, &x, 600, 1)
 	want := []stall{{tgid: 600, cpus: []int{0}, start: 1.1e9, end: 1.2e9, takers: []taker{{"agent|app", 100e6}}}}
 	if !reflect.DeepEqual(rep.stalls, want) {
 		t.Errorf("stalls\n %+v\nwant %+v (the app slept from 1.2)", rep.stalls, want)
@@ -201,10 +199,7 @@ func TestAnalyseIdleOnTwoCPUs(t *testing.T) {
 	x.swtch(0, 1.0, "app", 600, 600, "R", "swapper/0", 0) // app waits for cpu 0, which idles
 	x.swtch(1, 1.1, "other", 9, 9, "S", "swapper/1", 0)   // cpu 1 idles too
 	x.swtch(0, 1.5, "swapper/0", 0, 0, "R", "app", 600)
-	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := analyseT(t, &x, 600, 1)
 	if len(rep.stalls) != 1 || !reflect.DeepEqual(rep.stalls[0].takers, []taker{{"swapper/0", 500e6}}) {
 		t.Errorf("stalls %+v, want one of 500 ms on an idle cpu 0", rep.stalls)
 	}
@@ -219,10 +214,7 @@ func TestAnalyseForkSeenLate(t *testing.T) {
 	x.fork(0, 1.01, 600, 600, 700)
 	x.swtch(1, 1.1, "kid", 700, 700, "R", "agent", 70) // kid waits
 	x.swtch(1, 1.2, "agent", 70, 70, "S", "kid", 700)
-	rep, err := analyse(strings.NewReader(x.b.String()), 600, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := analyseT(t, &x, 600, 1)
 	want := []stall{{tgid: 700, cpus: []int{1}, start: 1.1e9, end: 1.2e9, takers: []taker{{"agent", 100e6}}}}
 	if !reflect.DeepEqual(rep.stalls, want) {
 		t.Errorf("stalls\n %+v\nwant %+v", rep.stalls, want)
