@@ -121,6 +121,9 @@ func TestHandleAfterClose(t *testing.T) {
 	f, _ := m.AcquireFloat64([]byte("f"))
 	h.Add(1)
 	m.Close()
+	// A prefetch is a hint: harmless on an unmapped value or a zero handle.
+	h.Prefetch()
+	values.Int64{}.Prefetch()
 	mustPanic(t, "used after its map", func() { h.Add(1) })
 	mustPanic(t, "used after its map", func() { h.Load() })
 	mustPanic(t, "used after its map", func() { f.Add(1) })

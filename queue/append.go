@@ -80,8 +80,8 @@ func (q *Queue) Prepare() error {
 // queue will write, without waiting for it: an event loop that serves many
 // queues calls it for a queue it will serve soon, so that the cache and
 // TLB misses of one overlap the work on another. It reads the queue's and
-// its cycle's state to find where the next message goes; PrefetchState,
-// called a little earlier, brings those in.
+// its cycle's state to find where the next message goes; PrefetchState
+// and PrefetchCycle, called a little earlier, bring those in.
 func (q *Queue) PrefetchAppend() {
 	shm.PrefetchWord(q.sleepers) // notify reads it after the append
 	if c := q.wcur.Load(); c != nil {
@@ -92,10 +92,18 @@ func (q *Queue) PrefetchAppend() {
 }
 
 // PrefetchState starts bringing in the queue's own state, ahead of a
-// PrefetchAppend or an append. It reads nothing.
+// PrefetchCycle or an append. It reads nothing.
 func (q *Queue) PrefetchState() {
 	shm.PrefetchObject(q)
 	shm.PrefetchObject(&q.wcur)
+}
+
+// PrefetchCycle starts bringing in the state of the cycle the next append
+// goes to, ahead of a PrefetchAppend. It reads the queue's state.
+func (q *Queue) PrefetchCycle() {
+	if c := q.wcur.Load(); c != nil {
+		shm.PrefetchObject(c)
+	}
 }
 
 // Bytes returns the reserved payload, to be written before Commit.

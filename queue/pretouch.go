@@ -44,21 +44,26 @@ func pretoucher() {
 	// appender faults its pages in itself.
 	shm.BackgroundThread()
 	for c := range pretouchCh {
-		c.pretouch()
+		// Requests that came while this one was pending were dropped:
+		// go again while the appends have moved on far enough to ask.
+		for c.pretouch() {
+		}
 		c.ahead.Store(false)
 		c.release()
 	}
 }
 
 // pretouch grows the file to one block past the end of the slots and
-// faults in the pages between.
-func (c *cycle) pretouch() {
-	_, end := c.hintPos()
-	target := min(end+int64(c.q.opts.BlockSize), c.q.meta.MaxCycleSize)
+// faults in the pages between. It reports whether the appends have since
+// moved on far enough to want another round.
+func (c *cycle) pretouch() bool {
+	block, limit := int64(c.q.opts.BlockSize), c.q.meta.MaxCycleSize
+	end := c.appendEnd()
+	target := min(end+block, limit)
 	from := max(c.touched.Load(), end)
 	mem, err := c.grow(target)
 	if err != nil {
-		return
+		return false
 	}
 	// Fault the pages in without holding growMu: this thread runs at the
 	// lowest priority, and an appender that must grow the file should not
@@ -69,7 +74,17 @@ func (c *cycle) pretouch() {
 	for {
 		cur := c.touched.Load()
 		if cur >= target || c.touched.CompareAndSwap(cur, target) {
-			return
+			break
 		}
 	}
+	return target < limit && c.appendEnd()+block/2 > c.touched.Load()
+}
+
+// appendEnd is where the slots end as far as this process knows: its own
+// last append, or the shared hint (at most a page behind another
+// process's appends) if that is further.
+func (c *cycle) appendEnd() int64 {
+	_, end := c.hintPos()
+	_, local := unpackHint(c.local.Load())
+	return max(end, local)
 }

@@ -41,6 +41,38 @@ func TestPretouchAhead(t *testing.T) {
 	}
 }
 
+// A pretouch round that ends after the appends moved on more than half a
+// block reports that another is due: the pretoucher goes again instead of
+// waiting for a request that may have been dropped while it worked.
+func TestPretouchAgain(t *testing.T) {
+	const block = 64 << 10
+	q := openT(t, t.TempDir(), Options{BlockSize: block})
+	msg := make([]byte, 100)
+	if _, err := q.Append(msg); err != nil {
+		t.Fatal(err)
+	}
+	c := q.wcur.Load()
+	c.pretouch()
+	if c.pretouch() {
+		t.Fatal("another round wanted with the appends where the last one left them")
+	}
+	start := c.appendEnd()
+	for c.appendEnd() < start+block*3/4 {
+		if _, err := q.Append(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Whatever the pretoucher did meanwhile, one more round catches up
+	// and then none is wanted.
+	c.pretouch()
+	if c.touched.Load() < c.appendEnd()+block/2 {
+		t.Fatalf("pages faulted in up to %d, appends at %d", c.touched.Load(), c.appendEnd())
+	}
+	if c.pretouch() {
+		t.Fatal("another round wanted right after catching up")
+	}
+}
+
 // threadsAtNice counts this process's threads of the given nice value
 // (field 19 of /proc/self/task/TID/stat).
 func threadsAtNice(t *testing.T, nice int) int {

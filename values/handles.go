@@ -69,6 +69,16 @@ func (h Int64) Store(x int64) { h.check(); h.v.Store(x) }
 // Add adds delta and returns the new value.
 func (h Int64) Add(delta int64) int64 { h.check(); return h.v.Add(delta) }
 
+// Prefetch starts bringing the value's cache line in, to be changed soon,
+// without waiting for it: a loop that updates many counters calls it for
+// the next one while it works on the current one. It does not check the
+// guard: a prefetch of unmapped memory is harmless.
+func (h Int64) Prefetch() {
+	if h.v != nil {
+		shm.PrefetchWriteInt64(h.v)
+	}
+}
+
 // Swap sets the value and returns the old one.
 func (h Int64) Swap(x int64) int64 { h.check(); return h.v.Swap(x) }
 

@@ -25,10 +25,13 @@ type instance struct {
 	out [Services + 1]Producer
 	in  [Services + 1]Consumer
 
+	queues   [Services + 1]*queue.Queue  // behind out, for prefetching (nil: not a queue)
 	tailers  [Services + 1]*queue.Tailer // of the consumers an event loop serves
 	counters [Services]values.Int64      // in the shared map, for the services run here
 	handled  [Services]int64             // messages each service run here handled
 	received atomic.Int64                // messages the receiver got
+
+	ahead2, ahead3, ahead4 *instance // sent two, three and four after this one (prefetchAhead)
 }
 
 // chain is the state a process shares among its goroutines.
@@ -67,6 +70,7 @@ func (c *chain) open(t Transport, seed uint32, i int, outs, ins []int, services 
 			return err
 		}
 		in.out[k], in.in[k] = p, cons
+		in.queues[k], _ = queueOf(p)
 		opened[k] = true
 		return nil
 	}

@@ -19,8 +19,9 @@ type loop struct {
 	c       *chain
 	shard   int
 	batch   int64
-	sched   *latency.Schedule
-	sendTo  []*instance // by schedule id
+	senders []*instance // whose sends it releases, in order of send time
+	own     []*group    // the senders, in blocks (formGroups)
+	peers   []*group    // other loops' groups, released when overdue
 	set     *queue.Set
 	route   map[*queue.Tailer]route
 	watched int // tailers in set
@@ -43,14 +44,9 @@ func newLoop(c *chain, shard int, batch time.Duration) *loop {
 	}
 }
 
-// addSender makes the loop release instance in's sends.
-func (l *loop) addSender(in *instance) {
-	if l.sched == nil {
-		l.sched = &latency.Schedule{}
-	}
-	l.sched.Add(l.c.plan.first(in.id), time.Duration(l.c.plan.Interval))
-	l.sendTo = append(l.sendTo, in)
-}
+// addSender makes the loop release instance in's sends; formGroups must
+// follow the last call.
+func (l *loop) addSender(in *instance) { l.senders = append(l.senders, in) }
 
 // addConsumer makes the loop serve topic k of instance in. When watch is
 // false the loop does not wait for the topic: only its own handlers
@@ -115,32 +111,41 @@ func (l *loop) run(ctx context.Context) error {
 	return nil
 }
 
-// release sends every message due now and returns when the next is due.
+// release sends every message of the loop's groups due now, then those of
+// other loops' groups that are overdue, and returns when it should next
+// look: when a send of its own groups is due, or a send of another loop's
+// group would be overdue.
 func (l *loop) release() (int64, error) {
-	if l.sched == nil || l.sched.Len() == 0 {
-		return never, nil
-	}
-	end, now := l.c.plan.end(), latency.Nanotime()
-	for {
-		id, due := l.sched.Peek()
-		if due >= end {
-			return never, nil
-		}
-		if due > now {
-			return due, nil
-		}
-		l.sched.Next()
-		in := l.sendTo[id]
-		l.prefetchAhead(id)
-		if err := l.c.send(in, due, l.buf); err != nil {
+	next := int64(never)
+	again := max(l.batch, int64(time.Millisecond)) // look at a busy group again
+	for _, g := range l.own {
+		due, busy, err := l.releaseGroup(g, latency.Nanotime())
+		if err != nil {
 			return 0, err
 		}
-		if l.watched == 0 && in.tailers[0] != nil {
-			if err := l.follow(in); err != nil {
+		if busy {
+			due = latency.Nanotime() + again
+		}
+		next = min(next, due)
+	}
+	late := l.stealAfter()
+	for _, g := range l.peers {
+		due, now := g.due.Load(), latency.Nanotime()
+		if due == never {
+			continue
+		}
+		if due <= now-late {
+			var err error
+			if due, _, err = l.releaseGroup(g, now); err != nil {
 				return 0, err
 			}
+			if due == never {
+				continue
+			}
 		}
+		next = min(next, max(due+late, now+again))
 	}
+	return next, nil
 }
 
 // follow takes the message just sent by instance in through its chain,
@@ -234,34 +239,33 @@ func (l *loop) drain(t *queue.Tailer, r route) error {
 	}
 }
 
-// prefetchAhead, called as the send of schedule id goes out, prefetches
-// for the instances the schedule visits next (it visits them in turn):
-// the state of the one four ahead and, read from the state fetched two
-// sends ago, where the one two ahead will append.
-func (l *loop) prefetchAhead(id int) {
-	n := len(l.sendTo)
-	l.prefetchState(l.sendTo[(id+4)%n])
-	l.prefetch(l.sendTo[(id+2)%n])
-}
-
-// prefetch starts bringing in what the chain of instance in will append to.
-func (l *loop) prefetch(in *instance) {
-	for _, p := range in.out {
-		if pf, ok := p.(prefetcher); ok {
-			pf.Prefetch()
+// prefetchAhead, called as instance in's send goes out, prefetches for
+// the instances sent next (a loop visits its instances in turn), a step
+// each: for the one four ahead the state of its queues and tailers, for
+// the one three ahead (its queues' state now in cache) the cycles they
+// append to, and for the one two ahead (the cycles now in cache) where
+// its messages and counts will be written. No step waits for a miss of
+// its own.
+func (l *loop) prefetchAhead(in *instance) {
+	for k, q := range in.ahead4.queues {
+		if q != nil {
+			q.PrefetchState()
 		}
-	}
-}
-
-// prefetchState starts bringing in the Go-side state of instance in's
-// topics, a step before prefetch reads it.
-func (l *loop) prefetchState(in *instance) {
-	for k, p := range in.out {
-		if pf, ok := p.(prefetcher); ok {
-			pf.PrefetchState()
-		}
-		if t := in.tailers[k]; t != nil {
+		if t := in.ahead4.tailers[k]; t != nil {
 			t.Prefetch()
 		}
+	}
+	for _, q := range in.ahead3.queues {
+		if q != nil {
+			q.PrefetchCycle()
+		}
+	}
+	for _, q := range in.ahead2.queues {
+		if q != nil {
+			q.PrefetchAppend()
+		}
+	}
+	for _, h := range in.ahead2.counters {
+		h.Prefetch()
 	}
 }

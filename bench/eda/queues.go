@@ -63,12 +63,6 @@ func (p queueProducer) Send(msg []byte) error {
 	return err
 }
 
-// Prefetch starts bringing in what the next Send will write.
-func (p queueProducer) Prefetch() { p.q.PrefetchAppend() }
-
-// PrefetchState starts bringing in the producer's own state.
-func (p queueProducer) PrefetchState() { p.q.PrefetchState() }
-
 type queueConsumer struct{ t *queue.Tailer }
 
 func (c *queueConsumer) Poll() ([]byte, bool, error) {
@@ -80,6 +74,13 @@ func (c *queueConsumer) Poll() ([]byte, bool, error) {
 }
 
 func (c *queueConsumer) Wait(ctx context.Context) error { return c.t.Wait(ctx, queue.Block) }
+
+// queueOf returns the queue behind a producer of this transport, for the
+// event loops' prefetching.
+func queueOf(p Producer) (*queue.Queue, bool) {
+	qp, ok := p.(queueProducer)
+	return qp.q, ok
+}
 
 // tailer returns the queue tailer behind a consumer of this transport,
 // for the event-loop mode.

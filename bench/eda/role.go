@@ -68,30 +68,10 @@ func (s *server) start(cfg Config) error {
 	s.stop = cancel
 	c := s.c
 	if cfg.Wait == Loop {
-		loops := make([]*loop, min(cfg.Workers, len(c.instances)))
-		for w := range loops {
-			loops[w] = newLoop(c, w, cfg.Batch)
-		}
-		// A loop that sends, serves every service and receives sees no
-		// message it did not produce itself: it follows each down the
-		// chain instead of waiting for topics.
-		closed := s.r.Senders && s.r.Receivers && len(s.r.Services) == Services
-		// Each loop takes a contiguous block of instances, not every n-th:
-		// an instance's Go structures (tailers, cycles, counters) are
-		// allocated beside its neighbours', and loops on different cores
-		// writing to neighbours' cache lines cost a third more CPU at 500
-		// instances.
-		for j, in := range c.instances {
-			l := loops[j*len(loops)/len(c.instances)]
-			if s.r.Senders {
-				l.addSender(in)
-			}
-			for _, k := range s.ins {
-				if err := l.addConsumer(in, k, !closed); err != nil {
-					cancel()
-					return err
-				}
-			}
+		loops, err := s.loops(cfg.Workers, cfg.Batch)
+		if err != nil {
+			cancel()
+			return err
 		}
 		for _, l := range loops {
 			s.wg.Add(1)
@@ -128,6 +108,41 @@ func (s *server) start(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// loops builds the event loops that serve the role: workers of them, or
+// one per instance when there are fewer instances.
+func (s *server) loops(workers int, batch time.Duration) ([]*loop, error) {
+	c := s.c
+	loops := make([]*loop, min(workers, len(c.instances)))
+	for w := range loops {
+		loops[w] = newLoop(c, w, batch)
+	}
+	// A loop that sends, serves every service and receives sees no
+	// message it did not produce itself: it follows each down the
+	// chain instead of waiting for topics.
+	closed := s.r.Senders && s.r.Receivers && len(s.r.Services) == Services
+	// Each loop takes a contiguous block of instances, not every n-th:
+	// an instance's Go structures (tailers, cycles, counters) are
+	// allocated beside its neighbours', and loops on different cores
+	// writing to neighbours' cache lines cost a third more CPU at 500
+	// instances.
+	for j, in := range c.instances {
+		l := loops[j*len(loops)/len(c.instances)]
+		if s.r.Senders {
+			l.addSender(in)
+		}
+		for _, k := range s.ins {
+			if err := l.addConsumer(in, k, !closed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, l := range loops {
+		l.formGroups()
+	}
+	shareGroups(loops)
+	return loops, nil
 }
 
 // halt stops serving and returns the first error any goroutine met.

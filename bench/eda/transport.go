@@ -33,10 +33,3 @@ type Consumer interface {
 
 // errStopped ends a service loop.
 var errStopped = errors.New("eda: stopped")
-
-// prefetcher is a Producer that can start bringing in, without waiting,
-// the memory its next Send writes (the offmap queue can).
-type prefetcher interface {
-	PrefetchState() // the producer's own state, without reading it
-	Prefetch()      // where the next Send writes (reads the state)
-}

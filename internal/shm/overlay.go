@@ -115,6 +115,10 @@ func Prefetch(b []byte, off int) {
 	}
 }
 
+// PrefetchWriteInt64 starts bringing in the line holding v to be changed
+// soon (an atomic add): it asks for the line owned by this core.
+func PrefetchWriteInt64(v *atomic.Int64) { prefetchWrite(uintptr(unsafe.Pointer(v))) }
+
 // PrefetchWord is Prefetch for the line holding w.
 func PrefetchWord(w *atomic.Uint32) { prefetch(uintptr(unsafe.Pointer(w))) }
 

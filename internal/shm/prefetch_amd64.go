@@ -6,3 +6,9 @@ package shm
 //
 //go:noescape
 func prefetch(p uintptr)
+
+// prefetchWrite is prefetch for a line about to be written: the line
+// arrives owned by this core, so the write needs no second trip.
+//
+//go:noescape
+func prefetchWrite(p uintptr)

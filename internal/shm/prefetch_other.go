@@ -3,3 +3,5 @@
 package shm
 
 func prefetch(uintptr) {}
+
+func prefetchWrite(uintptr) {}
