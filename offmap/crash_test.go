@@ -250,3 +250,49 @@ type countingSlots struct {
 }
 
 func (c countingSlots) Store(i uint32, w uint64) { *c.stores++; c.localSlots.Store(i, w) }
+
+// A read-only check of a segment whose writer is between allocating an
+// entry's chunks and storing its slot must not report the chunks as
+// leaked: the insert is in progress, not interrupted.
+func TestCheckDuringInsert(t *testing.T) {
+	path := tempPath(t)
+	m, err := Open(path, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	key := []byte("in-flight")
+	paused, resume := make(chan struct{}), make(chan struct{})
+	crashPoint = func(s string) {
+		if s == "insert.alloc" {
+			close(paused)
+			<-resume
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Put(key, []byte("value")) }()
+	<-paused
+	problems, err := ro.CheckSegment(int(m.hash(key).seg))
+	close(resume)
+	putErr := <-done
+	crashPoint = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.Contains(p, "belong to no entry") {
+			t.Fatalf("check during an insert: %q", problems)
+		}
+	}
+	if putErr != nil {
+		t.Fatal(putErr)
+	}
+	if err := ro.Check(); err != nil {
+		t.Fatalf("check after the insert: %v", err)
+	}
+}

@@ -91,12 +91,16 @@ func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte,
 			ErrFull, m.path, s.idx, m.hdr.MaxPerSegment, m.hdr.Entries)
 	}
 	n := m.chunksFor(len(key), len(value))
+	// The version is odd from the allocation on: a lock-free checker that
+	// saw the chunks marked used and the slot still empty would report a
+	// leak that is only an insert in progress.
+	beginChange(s)
 	c, ok := m.allocLocked(s, n)
 	if !ok {
+		endChange(s)
 		return entry{}, m.full(s, n)
 	}
 	crash("insert.alloc")
-	beginChange(s)
 	e := m.writeEntry(s, c, key, value)
 	crash("insert.entry")
 	s.slots[pos].Store(h.match | flags | uint64(c))
@@ -135,15 +139,18 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 	case newN <= oldN:
 		m.redoInPlace(s, c, e, value)
 		if newN < oldN {
+			beginChange(s)
 			m.freeLocked(s, c+uint32(newN), oldN-newN)
 			s.hdr.usedChunks.Add(^uint64(oldN - newN - 1))
+			endChange(s)
 		}
 	default:
+		beginChange(s) // before the allocation, as in insertLocked
 		nc, ok := m.allocLocked(s, newN)
 		if !ok {
+			endChange(s)
 			return m.full(s, newN-oldN)
 		}
-		beginChange(s)
 		ne := entry{off: int(nc) << m.chunkShift, keyLen: e.keyLen, valLen: len(value)}
 		shm.U32(s.area, ne.off).Store(uint32(e.keyLen))
 		shm.U32(s.area, ne.off+4).Store(uint32(len(value)))

@@ -395,7 +395,8 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 				return p, nil
 			}
 			if try > 1000 {
-				return append(p, fmt.Sprintf("segment %d: kept changing while checked", s.idx)), nil
+				// What a scan of a changing segment found is not evidence.
+				return []string{fmt.Sprintf("segment %d: kept changing while checked", s.idx)}, nil
 			}
 			shm.Yield()
 		}
