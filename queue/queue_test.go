@@ -345,7 +345,7 @@ func TestRollUnderLoad(t *testing.T) {
 	}
 }
 
-// Every cycle starts with padding of a random length under a page, so
+// Every cycle starts with padding of a random number of cache lines, so
 // that queues written in lockstep do not cross pages together; readers
 // step over it and the first message is still sequence 0.
 func TestCyclesStartAtRandomPhases(t *testing.T) {
@@ -357,8 +357,8 @@ func TestCyclesStartAtRandomPhases(t *testing.T) {
 		}
 		h := q.wcur.Load().headerAt(dataStart)
 		n := int64(h & lenMask)
-		if h&^lenMask != flagMeta || n%8 != 0 || n >= pageSize {
-			t.Fatalf("cycle starts with header %#x, want padding under a page", h)
+		if h&^lenMask != flagMeta || slotSize(uint64(n))%64 != 0 || slotSize(uint64(n)) > pageSize {
+			t.Fatalf("cycle starts with header %#x, want padding of whole cache lines, at most a page", h)
 		}
 		phases[n] = true
 		idx, msg, err := tailerT(t, q).Next()

@@ -177,11 +177,7 @@ func (l *loop) sleep(ctx context.Context, next int64) error {
 		return ctx.Err()
 	}
 	if l.pacer == nil {
-		// On the thread, not the netpoller: with the other loop busy on
-		// the other P, nothing polls the network, and a timerfd wake-up
-		// waited for sysmon, up to 10 ms and more (80 of 3,000 wakes in
-		// 10 s at 500 instances, against none on the thread).
-		l.pacer = latency.NewPacer(latency.PacerOptions{Thread: true})
+		l.pacer = latency.NewPacer(latency.PacerOptions{})
 	}
 	if l.batch > 0 {
 		start := l.c.plan.Start

@@ -67,7 +67,6 @@ func BenchmarkPacerWait(b *testing.B) {
 		{"timerfd-spin0", NewPacer(PacerOptions{}).waitFn()},
 		{"timerfd-spin20us", NewPacer(PacerOptions{Spin: 20 * time.Microsecond}).waitFn()},
 		{"timerfd-spin100us", NewPacer(PacerOptions{Spin: 100 * time.Microsecond}).waitFn()},
-		{"thread-spin0", NewPacer(PacerOptions{Thread: true}).waitFn()},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var late []int64

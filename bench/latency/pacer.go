@@ -33,7 +33,6 @@ const minSleep = 20 * time.Microsecond
 type Pacer struct {
 	spin    int64
 	goTimer bool
-	thread  bool
 	t       sleeper
 }
 
@@ -46,18 +45,12 @@ type PacerOptions struct {
 	// VM of docs/BENCHMARKS.md a wake costs less CPU (about 45 us against
 	// 60 us) but returns up to 1 ms late unless Spin covers it.
 	GoTimer bool
-	// Thread sleeps in a system call on the calling thread (Linux:
-	// clock_nanosleep to the absolute deadline), not through the
-	// netpoller: punctual however busy the process's other Ps are, but
-	// the thread is held while it sleeps. For a goroutine locked to its
-	// thread, such as an event loop bound to a CPU of its own.
-	Thread bool
 }
 
 // NewPacer returns a Pacer. It opens its timer on first use; Close
 // releases it.
 func NewPacer(o PacerOptions) *Pacer {
-	return &Pacer{spin: int64(max(o.Spin, 0)), goTimer: o.GoTimer, thread: o.Thread}
+	return &Pacer{spin: int64(max(o.Spin, 0)), goTimer: o.GoTimer}
 }
 
 // Now returns Nanotime().
@@ -70,12 +63,9 @@ func (p *Pacer) WaitUntil(t int64) int64 {
 		return now
 	}
 	if t-now > p.spin+int64(minSleep) {
-		switch {
-		case p.thread:
-			sleepThread(t - p.spin)
-		case p.goTimer:
+		if p.goTimer {
 			time.Sleep(time.Duration(t - p.spin - now))
-		default:
+		} else {
 			p.t.sleepUntil(t - p.spin)
 		}
 	}

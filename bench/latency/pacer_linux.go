@@ -43,13 +43,6 @@ func (s *sleeper) sleepUntil(t int64) {
 	}
 }
 
-// sleepThread blocks the calling thread until Nanotime() >= t.
-func sleepThread(t int64) {
-	ts := unix.NsecToTimespec(t)
-	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
-	}
-}
-
 func (s *sleeper) close() error {
 	if s.f == nil {
 		return nil

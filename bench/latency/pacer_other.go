@@ -9,5 +9,3 @@ type sleeper struct{}
 
 func (s *sleeper) sleepUntil(t int64) { time.Sleep(time.Duration(t - Nanotime())) }
 func (s *sleeper) close() error       { return nil }
-
-func sleepThread(t int64) { time.Sleep(time.Duration(t - Nanotime())) }

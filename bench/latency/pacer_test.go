@@ -9,7 +9,7 @@ import (
 // returns depends on the machine, so it is logged, not asserted (see
 // BenchmarkPacerWait).
 func TestPacerNeverEarly(t *testing.T) {
-	for _, o := range []PacerOptions{{}, {Spin: 50 * time.Microsecond}, {Spin: DefaultSpin}, {GoTimer: true}, {Thread: true}} {
+	for _, o := range []PacerOptions{{}, {Spin: 50 * time.Microsecond}, {Spin: DefaultSpin}, {GoTimer: true}} {
 		p := NewPacer(o)
 		var late []int64
 		for _, d := range []time.Duration{0, 10 * time.Microsecond, 100 * time.Microsecond, 300 * time.Microsecond, 2 * time.Millisecond} {
@@ -35,7 +35,7 @@ func TestPacerNeverEarly(t *testing.T) {
 }
 
 func TestPacerNoAllocs(t *testing.T) {
-	for _, o := range []PacerOptions{{}, {GoTimer: true}, {Thread: true}} {
+	for _, o := range []PacerOptions{{}, {GoTimer: true}} {
 		p := NewPacer(o)
 		p.WaitUntil(Nanotime() + 100_000) // opens the timer
 		if n := testing.AllocsPerRun(20, func() { p.WaitUntil(Nanotime() + 100_000) }); n != 0 {
