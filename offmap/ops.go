@@ -137,13 +137,7 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 		storeSmall(s.area[e.valOff():], value)
 		endChange(s)
 	case newN <= oldN:
-		m.redoInPlace(s, c, e, value)
-		if newN < oldN {
-			beginChange(s)
-			m.freeLocked(s, c+uint32(newN), oldN-newN)
-			s.hdr.usedChunks.Add(^uint64(oldN - newN - 1))
-			endChange(s)
-		}
+		m.redoInPlace(s, c, e, value, oldN-newN)
 	default:
 		beginChange(s) // before the allocation, as in insertLocked
 		nc, ok := m.allocLocked(s, newN)
@@ -180,16 +174,21 @@ func storeSmall(dst, value []byte) {
 		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56)
 }
 
-// redoInPlace rewrites e's value in place, crash-safely:
+// redoInPlace rewrites e's value in place, crash-safely, and frees the
+// entry's last spare chunks:
 //  1. write the new length and value to the segment's scratch area;
 //  2. version odd; intent = 1 + chunk (the redo record is now valid);
 //  3. write length and value into the entry;
-//  4. intent = 0; version even.
+//  4. free the spare chunks (a repair rebuilds the bitmap from the slots,
+//     so a crash here loses nothing);
+//  5. intent = 0; version even.
 //
-// Whoever takes the lock over from a process that died between 2 and 4
+// Whoever takes the lock over from a process that died between 2 and 5
 // replays step 3 from the scratch area (repairLocked); a read-only reader
-// that finds the writer dead reads the scratch value instead.
-func (m *Map) redoInPlace(s *segment, c uint32, e entry, value []byte) {
+// that finds the writer dead reads the scratch value instead. Freeing
+// inside the window keeps a read-only Check from seeing the shorter entry
+// with its old chunks still marked used.
+func (m *Map) redoInPlace(s *segment, c uint32, e entry, value []byte, spare int) {
 	scratch := m.scratch(s)
 	shm.U64(scratch, 0).Store(uint64(len(value)))
 	shm.Store(scratch[8:], value)
@@ -199,6 +198,11 @@ func (m *Map) redoInPlace(s *segment, c uint32, e entry, value []byte) {
 	crash("redo.intent")
 	m.applyRedo(s, e, len(value))
 	crash("redo.applied")
+	if spare > 0 {
+		m.freeLocked(s, c+uint32(m.chunksFor(e.keyLen, len(value))), spare)
+		s.hdr.usedChunks.Add(^uint64(spare - 1))
+		crash("redo.freed")
+	}
 	s.hdr.intent.Store(0)
 	endChange(s)
 }

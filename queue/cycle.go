@@ -39,6 +39,8 @@ type cycle struct {
 
 	unmapped atomic.Bool // unmap has run
 
+	afterPopulate func() // tests: runs in pretouch after the pages are faulted in
+
 	hint *atomic.Uint64
 	next *atomic.Uint64
 	l1   []atomic.Uint64
@@ -189,16 +191,21 @@ func (q *Queue) createCycle(path string, n uint32, prev uint64) error {
 }
 
 // startPad returns the header of the slot a cycle starts with: metadata
-// taking a random number of cache lines, 1 to 64. Queues written in
-// lockstep (the same messages at the same rate, as the services of the
-// EDA benchmark write theirs) would otherwise cross into a new page at the
-// same moment, and a page crossing costs TLB and cache misses: 3,000
-// queues crossing together stalled their event loop for 30 ms every
-// 128 ms. Whole lines keep the slots after it aligned as they were.
+// taking a random number of cache lines, 1 to 63 (never the whole first
+// page, whose end may be the file's end: writers leave room for a header
+// after the last slot). Queues written in lockstep (the same messages at
+// the same rate, as the services of the EDA benchmark write theirs) would
+// otherwise cross into a new page at the same moment, and a page crossing
+// costs TLB and cache misses: 3,000 queues crossing together stalled
+// their event loop for 30 ms every 128 ms. Whole lines keep the slots
+// after it aligned as they were.
 func startPad() []byte {
-	lines := 1 + rand.IntN(pageSize/64)
-	return binary.LittleEndian.AppendUint64(nil, flagMeta|uint64(lines*64-8))
+	return binary.LittleEndian.AppendUint64(nil, flagMeta|uint64(startPadLines()*64-8))
 }
+
+// startPadLines draws the start padding's length in cache lines; tests
+// replace it.
+var startPadLines = func() int { return 1 + rand.IntN(pageSize/64-1) }
 
 func (q *Queue) mapCycleFile(f *os.File, n uint32, writable bool) (*cycle, error) {
 	st, err := f.Stat()

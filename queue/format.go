@@ -63,13 +63,16 @@ import (
 //
 //	bits  0-31  payload length
 //	bits 32-39  writer lease (index into the metadata file's lease table)
-//	bits 40-59  lease generation (never 0, so a claimed header is never 0)
-//	bit  60     metadata: an index array, not a message (takes no sequence)
+//	bits 40-59  lease generation (never 0 in a message's header)
+//	bit  60     metadata: an index array or the padding a cycle starts
+//	            with, not a message (takes no sequence)
 //	bit  61     skipped: abandoned by a dead writer (takes a sequence)
 //	bit  62     end of cycle: the next message is in the next cycle file
 //	bit  63     not complete: the writer is still writing the payload
 //
-// A header of 0 is a free slot. An index array is a metadata slot whose
+// A header of 0 is a free slot (a metadata header has bit 60 set, so it
+// is never 0 either). The first slot of a cycle is padding: metadata of 1
+// to 63 cache lines in all, drawn at random (see startPad). An index array is a metadata slot whose
 // payload is indexArrayBytes+56 bytes (a 64-byte multiple with its header);
 // its first indexArrayBytes hold indexEntries offsets:
 // entry i of array j is the offset of message (j*indexEntries+i)*spacing

@@ -71,6 +71,9 @@ func (c *cycle) pretouch() bool {
 	if to := min(target, int64(len(mem))); c.writable && from < to {
 		shm.PopulateWrite(mem[from:to])
 	}
+	if c.afterPopulate != nil {
+		c.afterPopulate()
+	}
 	for {
 		cur := c.touched.Load()
 		if cur >= target || c.touched.CompareAndSwap(cur, target) {

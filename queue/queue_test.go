@@ -357,7 +357,7 @@ func TestCyclesStartAtRandomPhases(t *testing.T) {
 		}
 		h := q.wcur.Load().headerAt(dataStart)
 		n := int64(h & lenMask)
-		if h&^lenMask != flagMeta || slotSize(uint64(n))%64 != 0 || slotSize(uint64(n)) > pageSize {
+		if h&^lenMask != flagMeta || slotSize(uint64(n))%64 != 0 || slotSize(uint64(n)) >= pageSize {
 			t.Fatalf("cycle starts with header %#x, want padding of whole cache lines, at most a page", h)
 		}
 		phases[n] = true
@@ -368,5 +368,29 @@ func TestCyclesStartAtRandomPhases(t *testing.T) {
 	}
 	if len(phases) < 2 {
 		t.Fatalf("16 cycles all start with %v bytes of padding", phases)
+	}
+}
+
+// The longest and the shortest start padding leave a cycle of the
+// smallest block size writable, readable and able to roll.
+func TestStartPadExtremes(t *testing.T) {
+	defer func(f func() int) { startPadLines = f }(startPadLines)
+	for _, lines := range []int{1, pageSize/64 - 1} {
+		startPadLines = func() int { return lines }
+		clk := newClock()
+		q := openT(t, t.TempDir(), Options{Clock: clk.Now, Roll: Minutely, BlockSize: pageSize})
+		for i := range 3 {
+			if _, err := q.Append([]byte{byte(i)}); err != nil {
+				t.Fatalf("padding of %d lines, append %d: %v", lines, i, err)
+			}
+			clk.Advance(time.Minute)
+		}
+		tl := tailerT(t, q)
+		for i := range 3 {
+			_, msg, err := tl.Next()
+			if err != nil || len(msg) != 1 || msg[0] != byte(i) {
+				t.Fatalf("padding of %d lines, message %d: %v, %v", lines, i, msg, err)
+			}
+		}
 	}
 }

@@ -20,6 +20,7 @@ type group struct {
 	due    atomic.Int64 // when its next send is due; never when none is left
 	sched  latency.Schedule
 	sendTo []*instance // by schedule id
+	follow bool        // whoever sends also takes each message down its chain (see loop.follow)
 	_      [64]byte    // keeps groups owned by different loops off one cache line
 }
 
@@ -36,7 +37,7 @@ func (l *loop) formGroups() {
 	for i, in := range l.senders {
 		in.ahead2, in.ahead3, in.ahead4 = l.senders[(i+2)%n], l.senders[(i+3)%n], l.senders[(i+4)%n]
 		if i%size == 0 {
-			l.own = append(l.own, &group{})
+			l.own = append(l.own, &group{follow: l.watched == 0})
 		}
 		g := l.own[len(l.own)-1]
 		g.sched.Add(l.c.plan.first(in.id), time.Duration(l.c.plan.Interval))
@@ -66,10 +67,10 @@ func (l *loop) stealAfter() int64 { return max(2*l.batch, int64(2*time.Milliseco
 
 // releaseGroup sends every message of g due by now (and follows each down
 // its chain in a closed loop). It returns when g's next send is due, or
-// busy when another loop holds g.
+// busy (and no time) when another loop holds g.
 func (l *loop) releaseGroup(g *group, now int64) (next int64, busy bool, err error) {
 	if !g.busy.CompareAndSwap(false, true) {
-		return 0, true, nil
+		return never, true, nil
 	}
 	defer g.busy.Store(false)
 	end := l.c.plan.end()
@@ -89,7 +90,7 @@ func (l *loop) releaseGroup(g *group, now int64) (next int64, busy bool, err err
 		if err := l.c.send(in, due, l.buf); err != nil {
 			return 0, false, err
 		}
-		if l.watched == 0 && in.tailers[0] != nil {
+		if g.follow && in.tailers[0] != nil {
 			if err := l.follow(in); err != nil {
 				return 0, false, err
 			}

@@ -8,10 +8,10 @@ import (
 	"github.com/offmap/offmap/bench/latency"
 )
 
-// servedByOneLoop opens n instances in one process, builds two event
-// loops for them and runs only the second: every message of the first
-// loop's instances must go through because the second takes its overdue
-// groups over.
+// TestLoopTakesOverAStalledLoop opens n instances in one process, builds
+// two event loops for them and runs only the second: every message of the
+// first loop's instances must go through because the second takes its
+// overdue groups over.
 func TestLoopTakesOverAStalledLoop(t *testing.T) {
 	const n = 20
 	dir := t.TempDir()
@@ -37,6 +37,7 @@ func TestLoopTakesOverAStalledLoop(t *testing.T) {
 	if len(loops[0].own) < 2 || len(loops[1].peers) != len(loops[0].own) {
 		t.Fatalf("loop 0 owns %d groups, loop 1 sees %d of them", len(loops[0].own), len(loops[1].peers))
 	}
+	defer loops[1].close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- loops[1].run(ctx) }()

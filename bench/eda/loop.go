@@ -135,13 +135,18 @@ func (l *loop) release() (int64, error) {
 			continue
 		}
 		if due <= now-late {
-			var err error
-			if due, _, err = l.releaseGroup(g, now); err != nil {
+			d, busy, err := l.releaseGroup(g, now)
+			switch {
+			case err != nil:
 				return 0, err
-			}
-			if due == never {
+			case busy:
+				// Its owner or another loop is on it: look again later.
+				next = min(next, now+again)
+				continue
+			case d == never:
 				continue
 			}
+			due = d
 		}
 		next = min(next, max(due+late, now+again))
 	}
