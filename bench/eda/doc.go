@@ -25,7 +25,9 @@
 //   - Loop, the project's design: a few event-loop goroutines serve every
 //     service of many instances as handlers, wait on all their topics at
 //     once (queue.Set) and drain every message ready, so a message usually
-//     crosses all six topics in one pass with no goroutine woken per hop.
+//     crosses all six topics in one pass with no goroutine woken per hop;
+//     a loop with time to spare releases the sends of another loop's
+//     instances that are overdue (group.go).
 //
 // and where they run is the placement: all instances in one process, one
 // process per instance, or one process per service.
