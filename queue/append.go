@@ -66,14 +66,23 @@ func (q *Queue) Reserve(n int) (Writing, error) {
 	}
 }
 
-// Prepare readies this process to append: it takes a writer lease and
-// maps the current cycle file, creating it if needed, work that the first
-// Append would otherwise do while a latency-sensitive caller waits.
+// Prepare readies this process to append: it takes a writer lease, maps
+// the current cycle file, creating it if needed, and faults in the block
+// the next appends will write, work that the first appends would
+// otherwise do (or wait for the background pretoucher to do) while a
+// latency-sensitive caller waits. A process opening thousands of queues
+// at once would otherwise start with all their first pages to fault in.
 func (q *Queue) Prepare() error {
-	if q.wcur.Load() != nil {
-		return nil
+	if q.wcur.Load() == nil {
+		if err := q.startAppending(); err != nil {
+			return err
+		}
 	}
-	return q.startAppending()
+	if c := q.wcur.Load(); c != nil && c.tryRef() {
+		c.pretouch()
+		c.release()
+	}
+	return nil
 }
 
 // PrefetchAppend starts bringing in the memory the next append to this

@@ -82,6 +82,19 @@ func TestPretouchAgain(t *testing.T) {
 	c.ahead.Store(false)
 }
 
+// Prepare faults in the block the first appends will write, before them.
+func TestPrepareFaultsInTheFirstBlock(t *testing.T) {
+	const block = 64 << 10
+	q := openT(t, t.TempDir(), Options{BlockSize: block})
+	if err := q.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	c := q.wcur.Load()
+	if got, want := c.touched.Load(), c.appendEnd()+block; got < want {
+		t.Fatalf("after Prepare, pages faulted in up to %d, want %d", got, want)
+	}
+}
+
 // threadsAtNice counts this process's threads of the given nice value
 // (field 19 of /proc/self/task/TID/stat).
 func threadsAtNice(t *testing.T, nice int) int {

@@ -109,6 +109,7 @@ type recorder struct {
 type recShard struct {
 	mu   sync.Mutex
 	h    [][probes]*hdr.Histogram // [run][probe], made on first use
+	made [probes]bool             // a probe's histograms exist for every run
 	lost int64                    // samples past highestLatency
 	_    [64]byte
 }
@@ -123,21 +124,29 @@ func newRecorder(p plan, shards int) *recorder {
 
 // record adds a sample of probe for a message scheduled at scheduled.
 // shard < 0 picks a shard at random.
+//
+// The first sample of a probe, normally in the warm-up, makes its
+// histograms for every run: a run that begins does not allocate some
+// hundreds of kilobytes in the middle of the loops' work and set off a
+// garbage collection there.
 func (r *recorder) record(shard, probe int, scheduled, ns int64) {
-	run := r.plan.window(scheduled)
-	if run < 0 {
-		return
-	}
 	if shard < 0 {
 		shard = int(rand.Uint32() % uint32(len(r.shards)))
 	}
 	s := &r.shards[shard]
 	s.mu.Lock()
-	h := s.h[run][probe]
-	if h == nil {
-		h = newHist(probe)
-		s.h[run][probe] = h
+	if !s.made[probe] {
+		for run := range s.h {
+			s.h[run][probe] = newHist(probe)
+		}
+		s.made[probe] = true
 	}
+	run := r.plan.window(scheduled)
+	if run < 0 {
+		s.mu.Unlock()
+		return
+	}
+	h := s.h[run][probe]
 	if ns < 1 {
 		ns = 1
 	}
