@@ -19,7 +19,7 @@ var pretoucherStarted atomic.Bool
 // wantPretouch asks for the pages after end to be prepared, unless they
 // are already or a request is pending.
 func (c *cycle) wantPretouch(end int64) {
-	if end+int64(c.q.opts.BlockSize)/2 <= c.touched.Load() || !c.ahead.CompareAndSwap(false, true) {
+	if !c.pretouchDue(end) || !c.ahead.CompareAndSwap(false, true) {
 		return
 	}
 	if !c.tryRef() {
@@ -80,7 +80,13 @@ func (c *cycle) pretouch() bool {
 			break
 		}
 	}
-	return target < limit && c.appendEnd()+block/2 > c.touched.Load()
+	return target < limit && c.pretouchDue(c.appendEnd())
+}
+
+// pretouchDue reports whether the pages faulted in end less than half a
+// block past end, the end of the slots.
+func (c *cycle) pretouchDue(end int64) bool {
+	return end+int64(c.q.opts.BlockSize)/2 > c.touched.Load()
 }
 
 // appendEnd is where the slots end as far as this process knows: its own

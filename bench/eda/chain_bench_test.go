@@ -13,19 +13,7 @@ import (
 func BenchmarkChain(b *testing.B) {
 	for _, n := range []int{1, 100, 500} {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
-			dir := b.TempDir()
-			counters, err := openCounters(dir, n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer counters.Close()
-			tr := &Queues{Dir: dir}
-			defer tr.Close()
-			c := &chain{counters: counters}
-			r := role{Instances: allInstances(n), Senders: true, Services: []int{1, 2, 3, 4, 5}, Receivers: true}
-			if _, err := open(c, tr, 1, r); err != nil {
-				b.Fatal(err)
-			}
+			c, _ := openWholeChains(b, n, 1)
 			c.plan = plan{Start: 0, Warmup: int64(time.Hour), RunLength: int64(time.Hour), Runs: 1, Instances: n, Interval: int64(time.Millisecond)}
 			c.rec = newRecorder(c.plan, 1)
 			l := newLoop(c, 0, 0)
@@ -61,4 +49,28 @@ func BenchmarkChainNoPrefetch(b *testing.B) {
 	prefetching = false
 	defer func() { prefetching = true }()
 	BenchmarkChain(b)
+}
+
+// openWholeChains opens n instances with every role in this process (a
+// sender, the five services and a receiver each), on queues in a
+// temporary directory closed when the test ends.
+func openWholeChains(tb testing.TB, n int, seed uint32) (*chain, *server) {
+	tb.Helper()
+	dir := tb.TempDir()
+	counters, err := openCounters(dir, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tr := &Queues{Dir: dir}
+	tb.Cleanup(func() {
+		tr.Close()
+		counters.Close()
+	})
+	c := &chain{counters: counters}
+	r := role{Instances: allInstances(n), Senders: true, Services: []int{1, 2, 3, 4, 5}, Receivers: true}
+	s, err := open(c, tr, seed, r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c, s
 }

@@ -14,20 +14,7 @@ import (
 // overdue groups over.
 func TestLoopTakesOverAStalledLoop(t *testing.T) {
 	const n = 20
-	dir := t.TempDir()
-	counters, err := openCounters(dir, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer counters.Close()
-	tr := &Queues{Dir: dir}
-	defer tr.Close()
-	c := &chain{counters: counters}
-	r := role{Instances: allInstances(n), Senders: true, Services: []int{1, 2, 3, 4, 5}, Receivers: true}
-	s, err := open(c, tr, 7, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := openWholeChains(t, n, 7)
 	c.plan = plan{Start: latency.Nanotime(), Warmup: 0, RunLength: int64(200 * time.Millisecond), Runs: 1, Instances: n, Interval: int64(time.Millisecond)}
 	c.rec = newRecorder(c.plan, 2)
 	loops, err := s.loops(2, time.Millisecond)

@@ -108,8 +108,7 @@ type recorder struct {
 
 type recShard struct {
 	mu   sync.Mutex
-	h    [][probes]*hdr.Histogram // [run][probe], made on first use
-	made [probes]bool             // a probe's histograms exist for every run
+	h    [][probes]*hdr.Histogram // [run][probe], made for every run at a probe's first sample
 	lost int64                    // samples past highestLatency
 	_    [64]byte
 }
@@ -135,11 +134,10 @@ func (r *recorder) record(shard, probe int, scheduled, ns int64) {
 	}
 	s := &r.shards[shard]
 	s.mu.Lock()
-	if !s.made[probe] {
+	if s.h[0][probe] == nil {
 		for run := range s.h {
 			s.h[run][probe] = newHist(probe)
 		}
-		s.made[probe] = true
 	}
 	run := r.plan.window(scheduled)
 	if run < 0 {

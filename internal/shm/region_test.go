@@ -14,19 +14,7 @@ import (
 // them may come in too, with a file system's large folios.
 func TestPopulateWrite(t *testing.T) {
 	page := os.Getpagesize()
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Truncate(int64(8 * page)); err != nil { // a hole: no page in memory
-		t.Fatal(err)
-	}
-	r, err := Reserve(8 * page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Unmap()
+	f, r := reservedFile(t, 8*page, 8*page) // the file a hole: no page in memory
 	mem, err := r.Extend(f, 8*page, true)
 	if err != nil {
 		t.Fatal(err)
@@ -42,4 +30,24 @@ func TestPopulateWrite(t *testing.T) {
 		}
 	}
 	PopulateWrite(nil) // nothing, no fault
+}
+
+// reservedFile returns a file of size bytes (a hole) and a Region of
+// reserve bytes to map it into, both released when the test ends.
+func reservedFile(t *testing.T, size, reserve int) (*os.File, *Region) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := f.Truncate(int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Reserve(reserve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Unmap() })
+	return f, r
 }

@@ -2,26 +2,13 @@ package shm
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 )
 
 // A View follows a Region's prefix as it grows, at the same address.
 func TestViewFollowsRegion(t *testing.T) {
 	page := os.Getpagesize()
-	f, err := os.Create(filepath.Join(t.TempDir(), "v"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Truncate(int64(3 * page)); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Reserve(4 * page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Unmap()
+	f, r := reservedFile(t, 3*page, 4*page)
 	var v View
 	if v.Bytes() != nil {
 		t.Fatal("a View that was never set has bytes")
