@@ -46,4 +46,9 @@ var (
 	ErrVersion = shm.ErrVersion
 	// ErrCorrupt: the file's header or content is damaged.
 	ErrCorrupt = shm.ErrCorrupt
+	// ErrSparse: the file has holes (a copy made with cp --sparse=always)
+	// that could not be given storage, usually because the file system is
+	// full; a page fault on a hole would otherwise raise SIGBUS. Open
+	// fills holes itself when there is room.
+	ErrSparse = shm.ErrSparse
 )

@@ -47,7 +47,7 @@ type Map struct {
 // map: the file appears at path only when complete.
 func Open(path string, opts Options) (*Map, error) {
 	for attempt := 0; ; attempt++ {
-		f, readOnly, err := openFile(path, opts.ReadOnly)
+		f, readOnly, err := shm.OpenFile(path, opts.ReadOnly)
 		if errors.Is(err, os.ErrNotExist) && !opts.ReadOnly && attempt < 3 {
 			err = create(path, opts)
 			if err == nil || errors.Is(err, os.ErrExist) {
@@ -65,19 +65,6 @@ func Open(path string, opts Options) (*Map, error) {
 		}
 		return m, nil
 	}
-}
-
-// openFile opens path for reading and writing, or for reading only when
-// asked to or when the process may not write it.
-func openFile(path string, readOnly bool) (*os.File, bool, error) {
-	if !readOnly {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err == nil || !(errors.Is(err, os.ErrPermission) || isReadOnlyFS(err)) {
-			return f, false, err
-		}
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY, 0)
-	return f, true, err
 }
 
 func randomSeed() uint64 {

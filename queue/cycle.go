@@ -153,14 +153,14 @@ func (c *cycle) unmap() error {
 func (q *Queue) mapCycle(n uint32, create bool, prev uint64) (*cycle, bool, error) {
 	path := q.cyclePath(n)
 	created := false
-	f, readOnly, err := openFile(path, q.readOnly)
+	f, readOnly, err := shm.OpenFile(path, q.readOnly)
 	if errors.Is(err, os.ErrNotExist) && create && !q.readOnly {
 		err = q.createCycle(path, n, prev)
 		if err == nil {
 			created = true
 		}
 		if err == nil || errors.Is(err, os.ErrExist) {
-			f, readOnly, err = openFile(path, false)
+			f, readOnly, err = shm.OpenFile(path, false)
 		}
 	}
 	if err != nil {

@@ -49,4 +49,7 @@ var (
 	ErrVersion = shm.ErrVersion
 	// ErrCorrupt: a queue file's header or content is damaged.
 	ErrCorrupt = shm.ErrCorrupt
+	// ErrSparse: a queue file has holes (a sparse copy) that could not be
+	// given storage, usually because the file system is full.
+	ErrSparse = shm.ErrSparse
 )

@@ -95,7 +95,7 @@ func open(dir string, o Options) (*Queue, error) {
 	}
 	path := filepath.Join(dir, metaName)
 	for attempt := 0; ; attempt++ {
-		f, readOnly, err := openFile(path, o.ReadOnly)
+		f, readOnly, err := shm.OpenFile(path, o.ReadOnly)
 		if errors.Is(err, os.ErrNotExist) && !o.ReadOnly && attempt < 3 {
 			err = createMeta(dir, path, o)
 			if err == nil || errors.Is(err, os.ErrExist) {
@@ -116,17 +116,6 @@ func open(dir string, o Options) (*Queue, error) {
 		}
 		return q, nil
 	}
-}
-
-func openFile(path string, readOnly bool) (*os.File, bool, error) {
-	if !readOnly {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err == nil || !errors.Is(err, os.ErrPermission) {
-			return f, false, err
-		}
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY, 0)
-	return f, true, err
 }
 
 // createMeta makes a new queue in dir, which must hold no other files.

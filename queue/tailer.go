@@ -47,7 +47,8 @@ func (q *Queue) Tailer() (*Tailer, error) {
 // NamedTailer returns a tailer whose acknowledged position persists in the
 // queue: it starts after the last message acknowledged (see Ack) by any
 // tailer of that name, in any process, or at the start. Names are 1 to 48
-// bytes; a queue holds up to 128 of them.
+// bytes; a queue holds up to 128 of them. A queue open read-only cannot add
+// a name: an unknown one gets ErrNotFound.
 func (q *Queue) NamedTailer(name string) (*Tailer, error) {
 	if len(name) == 0 || len(name) > maxTailerName {
 		return nil, fmt.Errorf("%w: tailer name of %d bytes (1 to %d)", ErrInvalidOptions, len(name), maxTailerName)
@@ -56,25 +57,26 @@ func (q *Queue) NamedTailer(name string) (*Tailer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if slot < 0 {
+		return nil, fmt.Errorf("%w: no tailer named %q, and a queue open read-only cannot add one", ErrNotFound, name)
+	}
 	t, err := q.Tailer()
 	if err != nil {
 		return nil, err
 	}
 	t.slot = slot
-	if slot >= 0 {
-		if acked := q.tailerWord(slot, 8).Load(); acked != 0 {
-			err := t.Seek(acked - 1)
-			if errors.Is(err, ErrNotFound) {
-				// Its cycle was deleted by a forced retention: go on from
-				// the next cycle that exists.
-				t.SeekStart()
-				t.from = uint32((acked - 1) >> 32)
-				return t, nil
-			}
-			if err != nil {
-				t.Close()
-				return nil, err
-			}
+	if acked := q.tailerWord(slot, 8).Load(); acked != 0 {
+		err := t.Seek(acked - 1)
+		if errors.Is(err, ErrNotFound) {
+			// Its cycle was deleted by a forced retention: go on from
+			// the next cycle that exists.
+			t.SeekStart()
+			t.from = uint32((acked - 1) >> 32)
+			return t, nil
+		}
+		if err != nil {
+			t.Close()
+			return nil, err
 		}
 	}
 	return t, nil

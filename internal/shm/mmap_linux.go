@@ -18,8 +18,12 @@ type Mapping struct {
 }
 
 // Map maps size bytes of f from offset off. The caller has checked that
-// the file holds them: touching a page past EOF raises SIGBUS.
+// the file holds them: touching a page past EOF raises SIGBUS. Holes in
+// the range are given storage first (see back).
 func Map(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
+	if err := back(f, off, int64(size), writable); err != nil {
+		return nil, err
+	}
 	prot := unix.PROT_READ
 	if writable {
 		prot |= unix.PROT_WRITE

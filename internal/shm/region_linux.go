@@ -48,6 +48,9 @@ func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
 		return nil, fmt.Errorf("shm: extend %s: cannot change protection", f.Name())
 	}
 	if size > r.mapped {
+		if err := back(f, int64(r.mapped), int64(size-r.mapped), writable); err != nil {
+			return nil, err
+		}
 		prot := unix.PROT_READ
 		if writable {
 			prot |= unix.PROT_WRITE

@@ -1,0 +1,98 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// OpenFile opens path for reading and writing, or for reading only when
+// readOnly is set or the process may not write it (permissions, a
+// read-only file system); ro reports which. It refuses anything that is
+// not a regular file, and never blocks doing so: open(2) of a FIFO put in
+// place of a map waits for a writer forever unless O_NONBLOCK is set.
+func OpenFile(path string, readOnly bool) (f *os.File, ro bool, err error) {
+	if !readOnly {
+		f, err = openRegular(path, unix.O_RDWR)
+		if err == nil || !(errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EROFS)) {
+			return f, false, err
+		}
+	}
+	f, err = openRegular(path, unix.O_RDONLY)
+	return f, true, err
+}
+
+func openRegular(path string, mode int) (*os.File, error) {
+	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	for errors.Is(err, unix.EINTR) {
+		fd, err = unix.Open(path, mode|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrForeign, path)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// ErrSparse is returned when a file has holes (no storage behind some of
+// its pages, as a copy made with cp --sparse=always has) that cannot be
+// filled: a page fault on a hole needs storage, and on a full file system
+// it raises SIGBUS instead of returning an error.
+var ErrSparse = errors.New("file has holes that cannot be given storage (a sparse copy?)")
+
+// back makes sure the bytes [off, off+n) of f have storage, so that
+// touching them through a mapping never raises SIGBUS for want of space.
+// Files this package creates have no holes (Preallocate); a sparse copy
+// does. Holes are filled with fallocate, which keeps their zeros and the
+// data around them, so it is safe while other processes use the file. A
+// file opened read-only is reopened for writing to do it, where the
+// process may.
+func back(f *os.File, off, n int64, writable bool) error {
+	hole, err := unix.Seek(int(f.Fd()), off, unix.SEEK_HOLE)
+	if err != nil || hole >= off+n || allocatedTmpfs(f) {
+		// No hole, or a file system that cannot say: its files are
+		// whole as far as this package can tell.
+		return nil
+	}
+	w := f
+	if !writable {
+		w, err = os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %s has a hole at %d and is not writable here: %w", ErrSparse, f.Name(), hole, err)
+		}
+		defer w.Close()
+	}
+	if err := unix.Fallocate(int(w.Fd()), 0, hole, off+n-hole); err != nil {
+		return fmt.Errorf("%w: %s has a hole at %d: fallocate: %w", ErrSparse, f.Name(), hole, err)
+	}
+	return nil
+}
+
+// allocatedTmpfs reports whether f is a tmpfs file with every page
+// allocated. tmpfs reports pages that fallocate reserved but nothing wrote
+// yet as holes, so SEEK_HOLE alone would find holes in every file this
+// package creates there; its block count is exact.
+func allocatedTmpfs(f *os.File) bool {
+	var fs unix.Statfs_t
+	var st unix.Stat_t
+	if unix.Fstatfs(int(f.Fd()), &fs) != nil || fs.Type != unix.TMPFS_MAGIC || unix.Fstat(int(f.Fd()), &st) != nil {
+		return false
+	}
+	page := int64(os.Getpagesize())
+	return st.Blocks*512 >= (st.Size+page-1)/page*page
+}
