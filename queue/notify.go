@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/offmap/offmap/internal/shm"
 )
@@ -31,6 +32,15 @@ type shard struct {
 }
 
 const shardCap = shm.MaxWaitv - 1
+
+// bellRecheck bounds a watcher's sleep. An appender killed between making
+// the doorbell odd and its FUTEX_WAKE leaves watchers asleep with a wake-up
+// pending that no later append sends (they see the doorbell odd and skip
+// the system call); a watcher that wakes on its own sees the changed
+// doorbell, clears it and wakes its tailers. So a dead ringer delays a
+// wake-up by at most this long; the cost is one wake-up of an idle
+// notifier thread per period.
+const bellRecheck = 100 * time.Millisecond
 
 func (n *notifier) watch(q *Queue, base uint32) {
 	n.mu.Lock()
@@ -99,7 +109,7 @@ func (s *shard) run() {
 		s.mu.Unlock()
 		// A doorbell unmapped meanwhile makes the call fail (EFAULT)
 		// or sleep until the kick that unwatch sends: both are fine.
-		shm.FutexWaitv(vec)
+		shm.FutexWaitv(vec, bellRecheck)
 		s.mu.Lock()
 		changed = changed[:0]
 		for i, q := range s.qs {

@@ -20,7 +20,10 @@ const (
 	// process wake it directly, appends in other processes through the
 	// queue's doorbell (a futex in the metadata file) and this process's
 	// notifier, which watches many doorbells with one thread. An idle
-	// blocked tailer costs no CPU and no thread of its own. A queue
+	// blocked tailer costs no thread of its own and next to no CPU (the
+	// notifier wakes ten times a second to see whether a process killed
+	// mid-append left a wake-up unsent; such a wake-up is then at most
+	// 100 ms late). A queue
 	// opened read-only cannot ring or watch the doorbell: Block then
 	// polls like Park.
 	Block WaitMode = iota

@@ -4,9 +4,15 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestWaitModes(t *testing.T) {
@@ -122,6 +128,67 @@ func TestCrossProcessWake(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWakeAfterDeadRinger: an appender killed between making the doorbell
+// odd and its FUTEX_WAKE leaves the watcher of another process asleep, and
+// the appends after it see a wake-up pending and skip the system call.
+// The watcher must still wake, within its recheck period.
+func TestWakeAfterDeadRinger(t *testing.T) {
+	dir := t.TempDir()
+	q := openT(t, dir, Options{Roll: Fast})
+	q.Append([]byte("old"))
+	cmd := helperCmd(t, "wait-once", dir)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "waiting" {
+		t.Fatalf("helper said %q", sc.Text())
+	}
+	waitForWaitv(t, cmd.Process.Pid, 2) // its notifier sleeps on {control word, doorbell}
+	// The dead ringer's half of ring(): the doorbell made odd, no wake.
+	if b := q.bell.Load(); b&1 != 0 || !q.bell.CompareAndSwap(b, b+1) {
+		t.Fatalf("doorbell %d changed under the test", b)
+	}
+	q.Append([]byte("new"))
+	got := make(chan string, 1)
+	go func() {
+		sc.Scan()
+		got <- sc.Text()
+	}()
+	select {
+	case line := <-got:
+		if !strings.HasPrefix(line, "got new") {
+			t.Fatalf("helper said %q", line)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the blocked tailer was not woken 20s after an append that followed a dead ringer")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForWaitv waits until a thread of process pid sleeps in futex_waitv
+// on n words, as /proc/PID/task/TID/syscall shows.
+func waitForWaitv(t *testing.T, pid, n int) {
+	t.Helper()
+	want := []string{strconv.Itoa(unix.SYS_FUTEX_WAITV), "0x" + strconv.FormatInt(int64(n), 16)}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
+		for _, p := range tasks {
+			b, _ := os.ReadFile(p)
+			if f := strings.Fields(string(b)); len(f) > 2 && f[0] == want[0] && f[2] == want[1] {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no thread of process %d sleeps in futex_waitv on %d words", pid, n)
 }
 
 // TestDeadWriterProcess: a helper process reserves a slot and is killed

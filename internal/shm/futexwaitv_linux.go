@@ -2,6 +2,7 @@ package shm
 
 import (
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -32,20 +33,33 @@ func (v *Waitv) SetWord(w *atomic.Uint32, val uint32) {
 }
 
 // FutexWaitv sleeps until one of the words in ws no longer holds its
-// value, it is woken with FutexWake, or a signal arrives (Linux 5.16 or
-// later). The words may live in different processes' shared mappings or,
-// for words only this process wakes, in ordinary memory that the caller
-// keeps alive. It returns at once when a word already differs; callers
-// re-check every word either way. ws holds at most MaxWaitv entries.
-func FutexWaitv(ws []Waitv) error {
+// value, it is woken with FutexWake, a signal arrives, or timeout has
+// passed (Linux 5.16 or later). The words may live in different
+// processes' shared mappings or, for words only this process wakes, in
+// ordinary memory that the caller keeps alive. It returns at once when a
+// word already differs; callers re-check every word either way. ws holds
+// at most MaxWaitv entries.
+func FutexWaitv(ws []Waitv, timeout time.Duration) error {
 	if len(ws) == 0 || len(ws) > MaxWaitv {
 		return unix.EINVAL
 	}
+	// The kernel wants an absolute CLOCK_MONOTONIC deadline: derived from
+	// Go's monotonic clock (the same clock, read without a system call).
+	ts := unix.NsecToTimespec(monoAtStart + int64(time.Since(startTime)+timeout))
 	_, _, errno := unix.Syscall6(unix.SYS_FUTEX_WAITV, uintptr(unsafe.Pointer(&ws[0])),
-		uintptr(len(ws)), 0, 0, 0, 0)
+		uintptr(len(ws)), 0, uintptr(unsafe.Pointer(&ts)), uintptr(unix.CLOCK_MONOTONIC), 0)
 	switch errno {
 	case 0, unix.EAGAIN, unix.EINTR, unix.ETIMEDOUT:
 		return nil
 	}
 	return errno
 }
+
+// startTime and monoAtStart are one instant on Go's clock and on
+// CLOCK_MONOTONIC.
+var startTime, monoAtStart = func() (time.Time, int64) {
+	var ts unix.Timespec
+	now := time.Now()
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return now, ts.Nano()
+}()
