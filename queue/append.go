@@ -128,13 +128,21 @@ func (w *Writing) Commit() (uint64, error) {
 		return 0, errors.New("queue: Commit of a Writing that is not reserved")
 	}
 	w.c = nil
-	// Publish: one release store clears not-complete. Only this writer
-	// changes a busy header of a live process, so no CAS is needed.
-	shm.StoreRelease(shm.U64(c.mem(), int(w.off)), w.hdr&^flagBusy)
+	// Publish: clear not-complete. A CAS, not a plain store: a reader
+	// that judged this writer dead (its lease lost, or its process not
+	// visible from the reader's, as across PID namespaces) may have marked
+	// the slot skipped, and readers that passed it went on. A store would
+	// show the message to later readers only; the writer learns instead
+	// that it is lost.
 	q := c.q
+	idx := Index(c.num, w.seq)
+	ok := shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy)
 	c.release()
+	if !ok {
+		return 0, fmt.Errorf("%w: index %#x was skipped by a reader that judged its writer dead", ErrAbandoned, idx)
+	}
 	q.notify()
-	return Index(c.num, w.seq), nil
+	return idx, nil
 }
 
 // Abort gives the slot up: readers skip it. Its index is not reused.

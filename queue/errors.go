@@ -31,7 +31,8 @@ var (
 	// missing or it lies past the end).
 	ErrNotFound = errors.New("queue: index not in the queue")
 	// ErrAbandoned: a reservation was committed after a reader had
-	// judged its writer dead and skipped the slot; the message is lost.
+	// judged its writer dead and skipped the slot; the message is lost
+	// for every reader (append it again to send it).
 	ErrAbandoned = errors.New("queue: message slot was abandoned")
 	// ErrOptionsMismatch: the options conflict with the existing queue.
 	ErrOptionsMismatch = errors.New("queue: options conflict with the existing queue")

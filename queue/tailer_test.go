@@ -214,3 +214,45 @@ func TestNoAllocations(t *testing.T) {
 		tl.Drain(0, fn)
 	})
 }
+
+// TestCommitAfterSkip: a writer whose slot a reader skipped, having judged
+// it dead (its lease lost, or its process invisible from the reader's PID
+// namespace), gets ErrAbandoned from Commit; the slot stays skipped for
+// every reader, early or late.
+func TestCommitAfterSkip(t *testing.T) {
+	q := openT(t, t.TempDir(), Options{SkipAfter: time.Millisecond})
+	w, err := q.Reserve(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(w.Bytes(), "lost!")
+	skippedIdx := w.Index()
+	// Readers now see the lease of another generation: the writer is dead
+	// to them.
+	lease := &q.leases[2*int(w.hdr>>leaseShift&0xff)+1]
+	lease.Add(1)
+	early := tailerT(t, q)
+	for deadline := time.Now().Add(20 * time.Second); w.c.headerAt(w.off)&flagSkipped == 0; {
+		if _, _, err := early.Next(); err != ErrNoMessage {
+			t.Fatalf("Next at a busy slot: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reader never skipped the slot")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	lease.Add(^uint64(0))
+	if idx, err := w.Commit(); !errors.Is(err, ErrAbandoned) {
+		t.Fatalf("Commit of a skipped slot: %#x, %v; want ErrAbandoned", idx, err)
+	}
+	after, err := q.Append([]byte("after"))
+	if err != nil || after != skippedIdx+1 {
+		t.Fatalf("Append after the skip: %#x %v, want %#x", after, err, skippedIdx+1)
+	}
+	for _, tl := range []*Tailer{early, tailerT(t, q)} {
+		idx, m, err := tl.Next()
+		if err != nil || string(m) != "after" || idx != after {
+			t.Fatalf("read %#x %q %v; want %#x \"after\"", idx, m, err, after)
+		}
+	}
+}
