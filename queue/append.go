@@ -348,6 +348,10 @@ func (q *Queue) advance(c *cycle, to uint32) error {
 	}
 	// 2. Make sure its file exists, 3. publish it as the latest cycle.
 	nc, created, err := q.acquire(n, true, uint64(c.num)+1)
+	if err == nil && nc.prev != uint64(c.num)+1 {
+		nc.release()
+		err = fmt.Errorf("%w: cycle %d names %d as its next, but that follows %d", ErrCorrupt, c.num, n, int64(nc.prev)-1)
+	}
 	if err != nil {
 		q.appendMu.Unlock()
 		return fmt.Errorf("queue: roll to %s: %w", q.cyclePath(n), err)

@@ -363,18 +363,55 @@ func (c *cycle) hintPos() (uint32, int64) {
 
 // claimStart is where an appender starts looking for a free slot: where
 // this process's last append ended, or the shared hint if it is further
-// on or the local position is unknown.
+// on. While the local position is unknown (this process has not appended
+// to the cycle yet) it is the hint checked against the sparse index.
 func (c *cycle) claimStart(retry bool) (uint32, int64) {
 	if !retry {
 		if seq, off := unpackHint(c.local.Load()); off >= dataStart {
 			return seq, off
 		}
+		return c.checkedHint()
 	}
 	hs, ho := c.hintPos()
 	if ls, lo := unpackHint(c.local.Load()); lo > ho {
 		return ls, lo
 	}
 	return hs, ho
+}
+
+// checkedHint returns the write hint if a walk from the sparse index
+// entry before it lands exactly on it, else the position that walk
+// reached, and then puts that in the hint. The hint lies outside the
+// header's checksum: a damaged one, in an old cycle that a new appender
+// seals or in the latest, must neither fail appends nor send a claim into
+// the middle of a message. The walk reads at most IndexSpacing headers
+// and a page of slots (more only when the hint is damaged).
+func (c *cycle) checkedHint() (uint32, int64) {
+	raw := c.hint.Load()
+	hs, ho := c.hintPos()
+	mem := c.mem()
+	seq, off := c.indexed(&mem, hs)
+	for off < ho {
+		h, ok, err := c.header(&mem, off)
+		if err != nil || !ok || h == 0 || h&flagEOF != 0 {
+			break
+		}
+		end, err := c.slotEnd(&mem, off, h)
+		if err != nil {
+			break
+		}
+		off = end
+		if h&flagMeta == 0 {
+			seq++
+		}
+	}
+	if seq == hs && off == ho {
+		return hs, ho
+	}
+	if c.writable && c.hint.CompareAndSwap(raw, packHint(seq, off)) {
+		c.q.event(CycleHintRepaired, c.num)
+	}
+	return seq, off
 }
 
 // advanced records that this process appended up to (seq, off), and moves
@@ -396,8 +433,16 @@ func (c *cycle) advanced(seq uint32, off, prevOff int64) {
 // end walks from the write hint to the first free slot. It returns errEOF
 // (with the EOF header's position) when the cycle is sealed.
 func (c *cycle) end() (uint32, int64, error) {
+	seq, off, err := c.endFrom(c.hintPos())
+	if err != nil && err != errEOF {
+		// The hint may be what is damaged: walk from a checked position.
+		seq, off, err = c.endFrom(c.checkedHint())
+	}
+	return seq, off, err
+}
+
+func (c *cycle) endFrom(seq uint32, off int64) (uint32, int64, error) {
 	mem := c.mem()
-	seq, off := c.hintPos()
 	for {
 		h, ok, err := c.header(&mem, off)
 		if err != nil {
@@ -432,13 +477,21 @@ func (c *cycle) claim(n int, kind uint64, writer uint64) (seq uint32, off int64,
 	if kind == flagEOF {
 		size = 0
 	}
+	checked := false
 	for {
 		h, ok, err := c.header(&mem, off)
-		if err != nil {
-			return 0, 0, 0, err
+		if err == nil && !ok {
+			err = fmt.Errorf("%w: cycle %d: file ends at %d without a free slot", ErrCorrupt, c.num, off)
 		}
-		if !ok {
-			return 0, 0, 0, fmt.Errorf("%w: cycle %d: file ends at %d without a free slot", ErrCorrupt, c.num, off)
+		if err != nil {
+			if !checked {
+				// The hint may be what is damaged: walk from a checked
+				// position.
+				checked, fromLocal = true, false
+				seq, off = c.checkedHint()
+				continue
+			}
+			return 0, 0, 0, err
 		}
 		if h == 0 {
 			if kind == flagBusy && seq > maxSeq {
@@ -479,9 +532,16 @@ func (c *cycle) claim(n int, kind uint64, writer uint64) (seq uint32, off int64,
 		if h&flagEOF != 0 {
 			return seq, off, h, errEOF
 		}
-		if off, err = c.slotEnd(&mem, off, h); err != nil {
+		end, err := c.slotEnd(&mem, off, h)
+		if err != nil {
+			if !checked {
+				checked, fromLocal = true, false
+				seq, off = c.checkedHint()
+				continue
+			}
 			return 0, 0, 0, err
 		}
+		off = end
 		if h&flagMeta == 0 {
 			seq++
 		}

@@ -114,6 +114,9 @@ const (
 	CycleRolled   CycleEventKind = iota + 1 // this process started the cycle
 	CycleReleased                           // this process unmapped the cycle
 	CycleDeleted                            // retention deleted the cycle file
+	// This process found the cycle's write hint damaged (it is outside
+	// the header's checksum) and reset it from a walk of the slots.
+	CycleHintRepaired
 )
 
 const (

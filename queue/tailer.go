@@ -372,20 +372,36 @@ func (t *Tailer) attach() error {
 }
 
 // nextCycle follows an end-of-cycle mark to the next cycle file (or the
-// first one after it, when retention deleted it).
+// first one after it, when retention deleted it). The next word lies
+// outside the header's checksum, so the cycle it leads to must name this
+// one as its previous, and none may be skipped: a damaged word would
+// otherwise hide the cycles it jumps over without an error.
 func (t *Tailer) nextCycle() error {
+	from := t.c.num
 	n := t.c.next.Load()
-	if n == 0 || n-1 <= uint64(t.c.num) || n-1 > maxCycle {
-		return fmt.Errorf("%w: cycle %d is sealed but names %d as its next", ErrCorrupt, t.c.num, int64(n)-1)
+	if n == 0 || n-1 <= uint64(from) || n-1 > maxCycle {
+		return fmt.Errorf("%w: cycle %d is sealed but names %d as its next", ErrCorrupt, from, int64(n)-1)
 	}
-	c, _, err := t.q.acquire(uint32(n-1), false, 0)
+	next := uint32(n - 1)
+	c, _, err := t.q.acquire(next, false, 0)
 	if errors.Is(err, os.ErrNotExist) {
+		// Deleted by retention, which deletes the oldest cycles first: no
+		// cycle between the two may exist.
+		if m, ok, err := t.q.firstCycleFrom(from + 1); err != nil {
+			return err
+		} else if ok && m < next {
+			return fmt.Errorf("%w: cycle %d names %d as its next, but cycle %d lies between", ErrCorrupt, from, next, m)
+		}
 		t.drop()
-		t.from = uint32(n - 1)
+		t.from = next
 		return t.attach()
 	}
 	if err != nil {
 		return err
+	}
+	if c.prev != uint64(from)+1 {
+		c.release()
+		return fmt.Errorf("%w: cycle %d names %d as its next, but that follows %d", ErrCorrupt, from, next, int64(c.prev)-1)
 	}
 	t.setCycle(c)
 	return nil
