@@ -123,7 +123,7 @@ func TestDamagedHint(t *testing.T) {
 			var mu sync.Mutex
 			repaired := map[int]bool{}
 			q := openT(t, dir, Options{OnCycle: func(e CycleEvent) {
-				if e.Kind == CycleDeleted {
+				if e.Kind == CycleHintRepaired {
 					mu.Lock()
 					repaired[slices.Index(files, e.Path)] = true
 					mu.Unlock()
@@ -146,7 +146,7 @@ func TestDamagedHint(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if !repaired[tc.cycle] {
-				t.Fatalf("no CycleDeleted event for cycle file %d (events for %v)", tc.cycle, repaired)
+				t.Fatalf("no CycleHintRepaired event for cycle file %d (events for %v)", tc.cycle, repaired)
 			}
 		})
 	}

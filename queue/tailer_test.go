@@ -102,7 +102,7 @@ func TestCycleFull(t *testing.T) {
 	if pad&flagMeta == 0 {
 		t.Fatalf("the cycle starts with header %#x, not padding", pad)
 	}
-	if want := (64<<10 - dataStart - slotSize(pad&lenMask) - slotSize(indexArrayBytes) - 8) / slotSize(1000); int64(n) != want {
+	if want := (64<<10 - dataStart - slotSize(pad&lenMask) - slotSize(indexArraySlot) - 8) / slotSize(1000); int64(n) != want {
 		t.Fatalf("%d messages of 1000 bytes fit in 64 KiB, want %d", n, want)
 	}
 	if _, err := q.Append(make([]byte, 70<<10)); !errors.Is(err, ErrTooLarge) {
