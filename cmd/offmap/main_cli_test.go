@@ -60,7 +60,7 @@ func TestBadFiles(t *testing.T) {
 	wants := map[string]string{
 		"missing":   "no such file",
 		"empty":     "file is empty",
-		"foreign":   "not a file of this kind (wrong magic number)",
+		"foreign":   "not a file of this kind: wrong magic number",
 		"truncated": "file is truncated",
 	}
 	for name, data := range files {

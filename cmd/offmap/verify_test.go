@@ -269,7 +269,7 @@ func TestVerifyBadFiles(t *testing.T) {
 		want string
 	}{
 		{"empty", nil, "file is empty"},
-		{"foreign", []byte("#!/bin/sh\necho this is a shell script\n"), "not a file of this kind (wrong magic number)"},
+		{"foreign", []byte("#!/bin/sh\necho this is a shell script\n"), "not a file of this kind: wrong magic number"},
 		{"magic only", []byte("OFFMAP\x00\x00"), "truncated"},
 		{"truncated in the header", good[:100], "truncated"},
 		{"truncated in the segments", good[:len(good)/2], "truncated"},

@@ -6,7 +6,7 @@ import "errors"
 // packages export them under their own names.
 var (
 	ErrEmpty     = errors.New("file is empty")
-	ErrForeign   = errors.New("not a file of this kind (wrong magic number)")
+	ErrForeign   = errors.New("not a file of this kind")
 	ErrTruncated = errors.New("file is truncated")
 	ErrVersion   = errors.New("unsupported format version")
 	ErrCorrupt   = errors.New("file is corrupt")

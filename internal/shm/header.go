@@ -25,7 +25,7 @@ func CheckHeader(b []byte, fileSize int64, magic string, version uint32, size, s
 	case fileSize == 0:
 		return ErrEmpty
 	case len(b) < len(magic) || string(b[:len(magic)]) != magic:
-		return ErrForeign
+		return fmt.Errorf("%w: wrong magic number", ErrForeign)
 	case len(b) < 12:
 		return fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, size)
 	}
