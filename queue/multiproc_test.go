@@ -78,7 +78,10 @@ func runHelper(role, dir, args string) int {
 		select {}
 	case "latency-reader": // wait mode, messages, warm-up: record and print latency
 		return latencyReader(q, WaitMode(a[0]), a[1], a[2])
-	case "wait-once": // block until one message, print it
+	case "wait-once": // [doorbell recheck, seconds]: block until one message, print it
+		if len(a) > 0 {
+			bellRecheck = time.Duration(a[0]) * time.Second
+		}
 		tl, _ := q.Tailer()
 		tl.SeekEnd()
 		fmt.Println("waiting")

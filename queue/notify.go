@@ -35,12 +35,12 @@ const shardCap = shm.MaxWaitv - 1
 
 // bellRecheck bounds a watcher's sleep. An appender killed between making
 // the doorbell odd and its FUTEX_WAKE leaves watchers asleep with a wake-up
-// pending that no later append sends (they see the doorbell odd and skip
-// the system call); a watcher that wakes on its own sees the changed
-// doorbell, clears it and wakes its tailers. So a dead ringer delays a
-// wake-up by at most this long; the cost is one wake-up of an idle
-// notifier thread per period.
-const bellRecheck = 100 * time.Millisecond
+// pending that later appends do not send at once (they see the doorbell
+// odd; see Queue.ring); a watcher that wakes on its own sees the changed
+// doorbell, clears it and wakes its tailers. Each such wake-up costs the
+// kernel a re-arm of up to 128 shared futexes (about 250 us of CPU for a
+// full shard), so it is rare; tests shorten it.
+var bellRecheck = time.Second
 
 func (n *notifier) watch(q *Queue, base uint32) {
 	n.mu.Lock()

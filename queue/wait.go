@@ -21,9 +21,8 @@ const (
 	// queue's doorbell (a futex in the metadata file) and this process's
 	// notifier, which watches many doorbells with one thread. An idle
 	// blocked tailer costs no thread of its own and next to no CPU (the
-	// notifier wakes ten times a second to see whether a process killed
-	// mid-append left a wake-up unsent; such a wake-up is then at most
-	// 100 ms late). A queue
+	// notifier wakes once a second to see whether a process killed
+	// mid-append left a wake-up unsent; see Queue.ring). A queue
 	// opened read-only cannot ring or watch the doorbell: Block then
 	// polls like Park.
 	Block WaitMode = iota
@@ -169,12 +168,38 @@ func (q *Queue) notify() {
 
 // ring makes the doorbell odd and wakes its watchers; while it is odd
 // (a wake-up pending, not yet seen) later appends skip the system call.
+//
+// A ringer killed between its CAS and FUTEX_WAKE leaves the doorbell odd
+// and its watchers asleep. Two things wake them: an appender that finds
+// the same odd value staleRings times in a row wakes them itself (a live
+// watcher clears the doorbell within tens of microseconds, long before),
+// and without appends, each watcher looks on its own every bellRecheck.
 func (q *Queue) ring() {
 	b := q.bell.Load()
-	if b&1 == 0 && q.bell.CompareAndSwap(b, b+1) {
-		shm.FutexWake(q.bell, math.MaxInt32)
+	if b&1 == 0 {
+		if q.bell.CompareAndSwap(b, b+1) {
+			shm.FutexWake(q.bell, math.MaxInt32)
+		}
+		return
 	}
+	// Plain loads and stores, not read-modify-writes: racing appenders
+	// may lose a count, which only delays the rescue a little.
+	if q.pendingBell.Load() != b {
+		q.pendingBell.Store(b)
+		q.pendingRuns.Store(1)
+		return
+	}
+	if n := q.pendingRuns.Load() + 1; n < staleRings {
+		q.pendingRuns.Store(n)
+		return
+	}
+	q.pendingRuns.Store(0)
+	shm.FutexWake(q.bell, math.MaxInt32)
 }
+
+// staleRings is how many appends of one process in a row may find the
+// same wake-up pending before it sends the wake-up itself.
+const staleRings = 1024
 
 // clearBell makes a pending doorbell even again and returns its value.
 func clearBell(bell *atomic.Uint32) uint32 {

@@ -130,15 +130,25 @@ func TestCrossProcessWake(t *testing.T) {
 	}
 }
 
-// TestWakeAfterDeadRinger: an appender killed between making the doorbell
-// odd and its FUTEX_WAKE leaves the watcher of another process asleep, and
-// the appends after it see a wake-up pending and skip the system call.
-// The watcher must still wake, within its recheck period.
-func TestWakeAfterDeadRinger(t *testing.T) {
+// An appender killed between making the doorbell odd and its FUTEX_WAKE
+// leaves the watcher of another process asleep, and the appends after it
+// see a wake-up pending and skip the system call. The watcher must still
+// wake: on its own within bellRecheck (TestWakeAfterDeadRinger), or at
+// once when appends go on (TestDeadRingerRescuedByAppends, where the
+// watcher's recheck is an hour).
+func TestWakeAfterDeadRinger(t *testing.T) { deadRinger(t, 1, 0) }
+
+func TestDeadRingerRescuedByAppends(t *testing.T) { deadRinger(t, staleRings+1, 3600) }
+
+func deadRinger(t *testing.T, appends int, recheckSeconds int) {
 	dir := t.TempDir()
 	q := openT(t, dir, Options{Roll: Fast})
 	q.Append([]byte("old"))
-	cmd := helperCmd(t, "wait-once", dir)
+	args := []any{}
+	if recheckSeconds > 0 {
+		args = append(args, recheckSeconds)
+	}
+	cmd := helperCmd(t, "wait-once", dir, args...)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -153,7 +163,9 @@ func TestWakeAfterDeadRinger(t *testing.T) {
 	if b := q.bell.Load(); b&1 != 0 || !q.bell.CompareAndSwap(b, b+1) {
 		t.Fatalf("doorbell %d changed under the test", b)
 	}
-	q.Append([]byte("new"))
+	for i := range appends {
+		q.Append(fmt.Appendf(nil, "new %d", i))
+	}
 	got := make(chan string, 1)
 	go func() {
 		sc.Scan()
@@ -161,11 +173,11 @@ func TestWakeAfterDeadRinger(t *testing.T) {
 	}()
 	select {
 	case line := <-got:
-		if !strings.HasPrefix(line, "got new") {
+		if line != "got new 0" {
 			t.Fatalf("helper said %q", line)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("the blocked tailer was not woken 20s after an append that followed a dead ringer")
+		t.Fatalf("the blocked tailer was not woken 20s after %d appends that followed a dead ringer", appends)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
