@@ -45,8 +45,8 @@ type Queue struct {
 	// The doorbell value this process last found pending when it would
 	// have rung, and how many times in a row (see ring).
 	pendingBell, pendingRuns atomic.Uint32
-	leases   []atomic.Uint64 // token, generation pairs
-	tailers  []byte          // the named-tailer table
+	leases                   []atomic.Uint64 // token, generation pairs
+	tailers                  []byte          // the named-tailer table
 
 	mu      sync.Mutex        // guards cycles, idle, open tailers
 	cycles  map[uint32]*cycle // mapped cycle files
