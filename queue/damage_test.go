@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,6 +148,103 @@ func TestDamagedHint(t *testing.T) {
 			defer mu.Unlock()
 			if !repaired[tc.cycle] {
 				t.Fatalf("no CycleHintRepaired event for cycle file %d (events for %v)", tc.cycle, repaired)
+			}
+		})
+	}
+}
+
+// TestCheck damages one thing at a time and expects Check to name it, and
+// on a sound queue to report exactly the indexes a dead writer lost.
+func TestCheck(t *testing.T) {
+	t.Run("sound, with a dead writer's slots", func(t *testing.T) {
+		q := openT(t, t.TempDir(), Options{SkipAfter: time.Millisecond})
+		q.Append([]byte("before"))
+		c := q.wcur.Load()
+		dead := uint64(200)<<leaseShift | uint64(7)<<genShift
+		for range 2 {
+			if _, _, _, err := c.claim(10, flagBusy, dead); err != nil {
+				t.Fatal(err)
+			}
+		}
+		last, _ := q.Append([]byte("after"))
+		lost, err := q.Check()
+		want := []IndexRange{{Index(c.num, 1), Index(c.num, 3)}}
+		if err != nil || !slices.Equal(lost, want) {
+			t.Fatalf("Check: lost %v, %v; want %v and no error", lost, err, want)
+		}
+		// Once readers have skipped the slots they are lost all the same.
+		tl := tailerT(t, q)
+		for deadline := time.Now().Add(20 * time.Second); tl.Index() <= last; {
+			if _, _, err := tl.Next(); err != nil && err != ErrNoMessage {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the reader never passed the dead writer's slots")
+			}
+		}
+		if lost, err := q.Check(); err != nil || !slices.Equal(lost, want) {
+			t.Fatalf("Check after the skip: lost %v, %v; want %v", lost, err, want)
+		}
+	})
+
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string, files []string)
+		want   string
+	}{
+		{"hint past the end", func(t *testing.T, _ string, f []string) {
+			writeWord(t, f[0], hintOff, packHint(99, 60000))
+		}, "write hint 99:60000"},
+		{"hint inside a message", func(t *testing.T, _ string, f []string) {
+			pad := readWord(t, f[1], dataStart) & lenMask
+			writeWord(t, f[1], hintOff, packHint(1, dataStart+slotSize(pad)+16))
+		}, "is not a slot boundary"},
+		{"index entry", func(t *testing.T, _ string, f []string) {
+			arr := int64(readWord(t, f[0], l1Off))
+			writeWord(t, f[0], arr, readWord(t, f[0], arr)+8)
+		}, "index entry for message 0"},
+		{"level-1 index", func(t *testing.T, _ string, f []string) {
+			writeWord(t, f[2], l1Off+8, dataStart+8)
+		}, "level-1 index entry 1"},
+		{"next word", func(t *testing.T, _ string, f []string) {
+			writeWord(t, f[0], nextOff, readWord(t, f[2], 16)+1)
+		}, "as its next, but the file after it"},
+		{"a middle cycle deleted", func(t *testing.T, _ string, f []string) {
+			os.Remove(f[1])
+		}, "as its previous, but the file before it"},
+		{"the latest cycle deleted", func(t *testing.T, _ string, f []string) {
+			os.Remove(f[2])
+		}, "has no file"},
+		{"writer lease", func(t *testing.T, dir string, _ []string) {
+			writeWord(t, filepath.Join(dir, metaName), leaseTableOff+16*3, 12345)
+		}, "writer lease 3 has generation 0"},
+		{"named tailer", func(t *testing.T, dir string, f []string) {
+			meta := filepath.Join(dir, metaName)
+			writeWord(t, meta, tailerTableOff+16, uint64('x'))
+			writeWord(t, meta, tailerTableOff+8, Index(uint32(readWord(t, f[2], 16))+5, 0)+1)
+			writeWord(t, meta, tailerTableOff, 1)
+		}, `named tailer "x" acknowledged`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := makeCycles(t, dir, 3, 10, msgOf)
+			tc.damage(t, dir, files)
+			q, err := Open(dir, Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			_, err = q.Check()
+			var ce *CheckError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Check: %v, want a CheckError", err)
+			}
+			found := false
+			for _, p := range ce.Problems {
+				found = found || strings.Contains(p, tc.want)
+			}
+			if !found {
+				t.Fatalf("Check found %q, want a problem containing %q", ce.Problems, tc.want)
 			}
 		})
 	}

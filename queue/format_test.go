@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -102,7 +103,15 @@ func TestBadCycleFile(t *testing.T) {
 			path := filepath.Join(dir, q.cycleName(cs[0]))
 			b, _ := os.ReadFile(path)
 			os.WriteFile(path, c.damage(b), 0o644)
-			q = openT(t, dir, Options{})
+			q, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			var ce *CheckError
+			if _, err := q.Check(); !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], q.cycleName(cs[0])) {
+				t.Fatalf("Check: %v, want one problem with the cycle file", err)
+			}
 			tl := tailerT(t, q)
 			if _, _, err := tl.Next(); !errors.Is(err, c.want) {
 				t.Fatalf("tailer: got %v, want %v", err, c.want)

@@ -66,6 +66,7 @@ func FuzzCycleFile(f *testing.F) {
 		tl.SeekEnd()
 		q.Append([]byte("fuzz"))
 		q.Stats()
+		q.Check()
 		tl.SeekStart()
 		tl.Drain(1000, func(uint64, []byte) bool { return true })
 	})

@@ -42,11 +42,12 @@ type Queue struct {
 	lock     *shm.Mutex
 	latest   *atomic.Uint64 // latest cycle + 1
 	bell     *atomic.Uint32
+	leases   []atomic.Uint64 // token, generation pairs
+	tailers  []byte          // the named-tailer table
+
 	// The doorbell value this process last found pending when it would
 	// have rung, and how many times in a row (see ring).
 	pendingBell, pendingRuns atomic.Uint32
-	leases                   []atomic.Uint64 // token, generation pairs
-	tailers                  []byte          // the named-tailer table
 
 	mu      sync.Mutex        // guards cycles, idle, open tailers
 	cycles  map[uint32]*cycle // mapped cycle files

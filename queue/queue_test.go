@@ -31,8 +31,21 @@ func openT(t testing.TB, dir string, o Options) *Queue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { q.Close() })
+	t.Cleanup(func() { closeChecked(t, q) })
 	return q
+}
+
+// closeChecked runs Check on a queue a test is done with, then closes it:
+// every test leaves a sound queue, whatever it appended, rolled or
+// skipped.
+func closeChecked(t testing.TB, q *Queue) {
+	t.Helper()
+	if !q.closed.Load() {
+		if _, err := q.Check(); err != nil {
+			t.Errorf("Check after the test: %v", err)
+		}
+	}
+	q.Close()
 }
 
 func tailerT(t testing.TB, q *Queue) *Tailer {

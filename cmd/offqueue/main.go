@@ -4,6 +4,7 @@
 //	offqueue dump [-hex] [-from INDEX] [-n COUNT] DIR
 //	offqueue follow [-hex] [-from start|end|INDEX] DIR
 //	offqueue stats DIR
+//	offqueue verify DIR
 //	offqueue append DIR < lines
 package main
 
@@ -31,10 +32,14 @@ type command struct {
 	flags                      func(fs *flag.FlagSet)
 }
 
-var commands = []*command{dumpCmd, followCmd, statsCmd, appendCmd}
+var commands = []*command{dumpCmd, followCmd, statsCmd, verifyCmd, appendCmd}
 
 // errUsage marks an error in the command line (exit status 2).
 var errUsage = errors.New("usage")
+
+// errProblems marks a verify that found damage (exit status 1, and
+// nothing more printed: the problems are already on standard output).
+var errProblems = errors.New("problems found")
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -70,6 +75,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		stdinReader = stdin
 		if err := c.run(fs, fs.Args(), stdout); err != nil {
+			if errors.Is(err, errProblems) {
+				return 1
+			}
 			fmt.Fprintf(stderr, "offqueue %s: %v\n", c.name, err)
 			if errors.Is(err, errUsage) {
 				return 2
@@ -305,6 +313,45 @@ var statsCmd = &command{
 			}
 			fmt.Fprintf(w, "tailer     %s: %s\n", t.Name, pos)
 		}
+		return nil
+	},
+}
+
+var verifyCmd = &command{
+	name:    "verify",
+	args:    "DIR",
+	about:   "Check every file of the queue without changing it: headers, the chain of\nslots in each cycle file, write hints, the sparse index, the links between\ncycles, writer leases and named tailers. Prints one line per problem and\nexits 1 if there is any; lists the indexes lost to writers that died\nmid-message (what a crash leaves, not damage). Safe while others append.",
+	example: "offqueue verify /var/queues/orders",
+	run: func(fs *flag.FlagSet, args []string, out io.Writer) error {
+		dir, err := oneDir(args)
+		if err != nil {
+			return err
+		}
+		q, err := queue.Open(dir, queue.Options{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer q.Close()
+		lost, err := q.Check()
+		var ce *queue.CheckError
+		if err != nil && !errors.As(err, &ce) {
+			return err
+		}
+		w := bufio.NewWriter(out)
+		defer w.Flush()
+		for _, r := range lost {
+			c, from := queue.SplitIndex(r.From)
+			fmt.Fprintf(w, "lost %d:%d-%d:%d (%d messages whose writer died)\n", c, from, c, from+uint32(r.To-r.From)-1, r.To-r.From)
+		}
+		if ce != nil {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(w, p)
+			}
+			fmt.Fprintf(w, "%d problems\n", len(ce.Problems))
+			return errProblems
+		}
+		cs, _ := q.Cycles()
+		fmt.Fprintf(w, "ok: %d cycle files, no problems\n", len(cs))
 		return nil
 	},
 }

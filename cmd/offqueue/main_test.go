@@ -119,3 +119,31 @@ func TestFollow(t *testing.T) {
 		t.Fatalf("follow after SIGINT: %v", err)
 	}
 }
+
+// TestVerify: a sound queue passes (exit 0); a damaged one gets one line
+// per problem and exit 1.
+func TestVerify(t *testing.T) {
+	q := filepath.Join(t.TempDir(), "q")
+	if _, _, code := offqueue(t, "a\nb\nc\n", "append", q); code != 0 {
+		t.Fatal("append failed")
+	}
+	out, errOut, code := offqueue(t, "", "verify", q)
+	if code != 0 || out != "ok: 1 cycle files, no problems\n" {
+		t.Fatalf("verify of a sound queue: exit %d, %q %q", code, out, errOut)
+	}
+	files, _ := filepath.Glob(filepath.Join(q, "*.oq"))
+	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write hint (offset 128) far past the end of the file.
+	if _, err := f.WriteAt([]byte{0, 0, 0, 1, 9, 0, 0, 0}, 128); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out, _, code = offqueue(t, "", "verify", q)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "write hint") || lines[1] != "1 problems" {
+		t.Fatalf("verify of a damaged queue: exit %d, %q", code, out)
+	}
+}

@@ -1,0 +1,232 @@
+package queue
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// CheckError lists what Check found damaged.
+type CheckError struct {
+	Dir      string
+	Problems []string
+}
+
+func (e *CheckError) Error() string {
+	return fmt.Sprintf("queue: %s: %d problems:\n  %s", e.Dir, len(e.Problems), strings.Join(e.Problems, "\n  "))
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CheckError) Unwrap() error { return ErrCorrupt }
+
+// IndexRange is the indexes [From, To) of one cycle.
+type IndexRange struct{ From, To uint64 }
+
+// Check verifies the whole queue: the metadata file's leases and named
+// tailers; for every cycle file its header, the chain of slots from the
+// first to the first free one (or the end-of-cycle mark), the write hint
+// (a slot boundary at or before the end), the sparse index (each entry
+// the offset of its message), and the links between cycles (a sealed
+// cycle names the next cycle file, which names it as its previous). It
+// never changes the files, and may run while other processes append.
+//
+// It returns the ranges of indexes that are lost: slots skipped because
+// their writer died mid-message, or that will be (a dead writer's
+// unfinished slot), as nats-server's file store reports lost sequences.
+// Those are what a crash leaves, not damage. Damage is reported as a
+// *CheckError listing each problem (errors.Is(err, ErrCorrupt)).
+func (q *Queue) Check() (lost []IndexRange, err error) {
+	if q.closed.Load() {
+		return nil, ErrClosed
+	}
+	var problems []string
+	problem := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	cs, err := q.listCycles()
+	if err != nil {
+		return nil, err
+	}
+	latest := q.latest.Load()
+	switch {
+	case latest == 0 && len(cs) > 0:
+		problem("%s: no latest cycle, but %d cycle files", metaName, len(cs))
+	case latest > maxCycle+1:
+		problem("%s: latest cycle %d is out of range", metaName, int64(latest)-1)
+	case latest != 0 && (len(cs) == 0 || uint64(cs[len(cs)-1]) < latest-1):
+		problem("%s: latest cycle %d has no file", metaName, latest-1)
+	}
+	q.checkMeta(problem, cs)
+
+	// Links between consecutive files: retention deletes the oldest
+	// cycles first, so no cycle between two files is ever missing.
+	var before *cycleCheck
+	var beforeNum uint32
+	for _, n := range cs {
+		cl, r := q.checkCycle(n)
+		for _, p := range cl.problems {
+			problem("cycle %s: %s", q.cycleName(n), p)
+		}
+		lost = append(lost, r...)
+		if !cl.ok {
+			before = nil
+			continue
+		}
+		if before != nil {
+			if cl.prev != uint64(beforeNum)+1 {
+				problem("cycle %s: names cycle %d as its previous, but the file before it is cycle %d", q.cycleName(n), int64(cl.prev)-1, beforeNum)
+			}
+			if before.next != 0 && before.next != uint64(n)+1 {
+				problem("cycle %s: names cycle %d as its next, but the file after it is cycle %d", q.cycleName(beforeNum), int64(before.next)-1, n)
+			}
+			if before.sealed && before.next == 0 {
+				problem("cycle %s: sealed but names no next cycle", q.cycleName(beforeNum))
+			}
+		}
+		before, beforeNum = &cl, n
+	}
+	if before != nil && before.sealed {
+		problem("cycle %s: sealed, but no file follows it (it names cycle %d)", q.cycleName(beforeNum), int64(before.next)-1)
+	}
+	if len(problems) > 0 {
+		return lost, &CheckError{Dir: q.dir, Problems: problems}
+	}
+	return lost, nil
+}
+
+// checkMeta checks the writer leases and the named tailers.
+func (q *Queue) checkMeta(problem func(string, ...any), cs []uint32) {
+	for i := 0; i < maxLeases; i++ {
+		tok, gen := q.leases[2*i].Load(), q.leases[2*i+1].Load()
+		if tok != 0 && (gen == 0 || gen > genMask) {
+			problem("%s: writer lease %d has generation %d", metaName, i, gen)
+		}
+	}
+	latest := q.latest.Load()
+	for i := 0; i < maxNamedTailers; i++ {
+		n := q.tailerWord(i, 0).Load()
+		if n == 0 {
+			continue
+		}
+		if n > maxTailerName {
+			problem("%s: named tailer %d has a name of %d bytes", metaName, i, n)
+			continue
+		}
+		acked := q.tailerWord(i, 8).Load()
+		if acked == 0 {
+			continue
+		}
+		if c, _ := SplitIndex(acked - 1); latest == 0 || uint64(c) > latest-1 {
+			problem("%s: named tailer %q acknowledged %d:%d, past the latest cycle", metaName, q.tailerName(i, int(n)), c, uint32(acked-1))
+		}
+	}
+}
+
+// cycleCheck is what checkCycle learnt of one cycle file.
+type cycleCheck struct {
+	ok       bool // the file could be mapped and walked
+	prev     uint64
+	next     uint64
+	sealed   bool
+	problems []string
+}
+
+// checkCycle walks cycle n's slots and checks its hint and index.
+func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
+	problem := func(format string, args ...any) { cl.problems = append(cl.problems, fmt.Sprintf(format, args...)) }
+	c, _, err := q.acquire(n, false, 0)
+	if err != nil {
+		problem("%v", err)
+		return cl, nil
+	}
+	defer c.release()
+	// Read the shared words before the walk: the walk's end is then at or
+	// after what they describe, even while appenders go on.
+	hint := c.hint.Load()
+	cl.prev, cl.next = c.prev, c.next.Load()
+	l1 := make([]int64, l1Entries)
+	for a := range l1 {
+		l1[a] = int64(c.l1[a].Load())
+	}
+
+	mem := c.mem()
+	indexed := map[uint32]int64{} // message seq (multiple of the spacing) -> offset
+	arrays := map[int64]bool{}    // payload offsets of index arrays
+	boundary := map[int64]uint32{}
+	seq, off := uint32(0), int64(dataStart)
+	addLost := func(s uint32) {
+		idx := Index(n, s)
+		if k := len(lost); k > 0 && lost[k-1].To == idx {
+			lost[k-1].To++
+			return
+		}
+		lost = append(lost, IndexRange{idx, idx + 1})
+	}
+	for {
+		boundary[off] = seq
+		h, ok, err := c.header(&mem, off)
+		if err != nil {
+			problem("%v", err)
+			return cl, lost
+		}
+		if !ok {
+			problem("the file ends at %d without a free slot or an end-of-cycle mark", off)
+			return cl, lost
+		}
+		if h == 0 {
+			break
+		}
+		if h&flagEOF != 0 {
+			cl.sealed = true
+			break
+		}
+		end, err := c.slotEnd(&mem, off, h)
+		if err != nil {
+			problem("%v", err)
+			return cl, lost
+		}
+		switch {
+		case h&flagMeta != 0:
+			if h&lenMask == indexArraySlot {
+				arrays[off+8] = true
+			}
+		case h&flagSkipped != 0:
+			addLost(seq)
+		case h&flagBusy != 0 && q.writerDead(h):
+			addLost(seq)
+		}
+		if h&flagMeta == 0 {
+			if seq&(1<<q.spacing-1) == 0 {
+				indexed[seq] = off
+			}
+			seq++
+		}
+		off = end
+	}
+	cl.ok = true
+
+	if hs, ho := unpackHint(hint); hint != 0 {
+		if s, at := boundary[ho]; !at || s != hs {
+			problem("write hint %d:%d is not a slot boundary of the walk (which ends at %d:%d)", hs, ho, seq, off)
+		}
+	}
+	for a, arr := range l1 {
+		if arr == 0 {
+			continue
+		}
+		if !arrays[arr] {
+			problem("level-1 index entry %d points at %d, not at an index array", a, arr)
+			continue
+		}
+		for e := int64(0); e < indexEntries; e++ {
+			at := int64(shm.U64(mem, int(arr+e*8)).Load())
+			s := uint32((int64(a)*indexEntries + e) << q.spacing)
+			if at == 0 || s >= seq {
+				continue // not recorded, or a message the walk has not reached
+			}
+			if want, ok := indexed[s]; !ok || want != at {
+				problem("index entry for message %d is %d, the message is at %d", s, at, want)
+			}
+		}
+	}
+	return cl, lost
+}
