@@ -148,11 +148,10 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 		l1[a] = int64(c.l1[a].Load())
 	}
 
-	mem := c.mem()
+	hs, ho := unpackHint(hint)
+	hintSeen := hint == 0 // the walk landed on the hint's offset with its sequence
 	indexed := map[uint32]int64{} // message seq (multiple of the spacing) -> offset
 	arrays := map[int64]bool{}    // payload offsets of index arrays
-	boundary := map[int64]uint32{}
-	seq, off := uint32(0), int64(dataStart)
 	addLost := func(s uint32) {
 		idx := Index(n, s)
 		if k := len(lost); k > 0 && lost[k-1].To == idx {
@@ -161,15 +160,14 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 		}
 		lost = append(lost, IndexRange{idx, idx + 1})
 	}
+	w := c.walkFrom(0, dataStart)
 	for {
-		boundary[off] = seq
-		h, ok, err := c.header(&mem, off)
+		if w.off == ho && w.seq == hs {
+			hintSeen = true
+		}
+		h, err := w.header()
 		if err != nil {
 			problem("%v", err)
-			return cl, lost
-		}
-		if !ok {
-			problem("the file ends at %d without a free slot or an end-of-cycle mark", off)
 			return cl, lost
 		}
 		if h == 0 {
@@ -179,36 +177,29 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 			cl.sealed = true
 			break
 		}
-		end, err := c.slotEnd(&mem, off, h)
-		if err != nil {
-			problem("%v", err)
-			return cl, lost
-		}
 		switch {
 		case h&flagMeta != 0:
 			if h&lenMask == indexArraySlot {
-				arrays[off+8] = true
+				arrays[w.off+8] = true
 			}
 		case h&flagSkipped != 0:
-			addLost(seq)
+			addLost(w.seq)
 		case h&flagBusy != 0 && q.writerDead(h):
-			addLost(seq)
+			addLost(w.seq)
 		}
-		if h&flagMeta == 0 {
-			if seq&(1<<q.spacing-1) == 0 {
-				indexed[seq] = off
-			}
-			seq++
+		if h&flagMeta == 0 && w.seq&(1<<q.spacing-1) == 0 {
+			indexed[w.seq] = w.off
 		}
-		off = end
+		if err := w.step(h); err != nil {
+			problem("%v", err)
+			return cl, lost
+		}
 	}
 	cl.ok = true
-
-	if hs, ho := unpackHint(hint); hint != 0 {
-		if s, at := boundary[ho]; !at || s != hs {
-			problem("write hint %d:%d is not a slot boundary of the walk (which ends at %d:%d)", hs, ho, seq, off)
-		}
+	if !hintSeen {
+		problem("write hint %d:%d is not a slot boundary of the walk (which ends at %d:%d)", hs, ho, w.seq, w.off)
 	}
+	mem, seq := w.mem, w.seq
 	for a, arr := range l1 {
 		if arr == 0 {
 			continue

@@ -12,9 +12,8 @@
 //
 // Every message has a 64-bit index, cycle << 32 | sequence. Appends claim
 // the first free slot by CAS on its 8-byte header (0 -> not-complete |
-// length | writer lease), write the payload, and publish it with one
-// atomic store that clears not-complete; readers stop at a free or
-// not-complete slot. A slot whose writer died (its process gone, checked
+// length | writer lease), write the payload, and publish it with a CAS
+// that clears not-complete; readers stop at a free or not-complete slot. A slot whose writer died (its process gone, checked
 // with the pid and start time of its lease) is marked skipped after
 // Options.SkipAfter. A sparse index (every IndexSpacing-th message) lets a
 // tailer seek without scanning a cycle. docs/QUEUE-FORMAT.md and format.go
@@ -35,4 +34,25 @@
 // appenders and readers feel as stalls. A queue that only needs to
 // outlive processes, not the machine, belongs on tmpfs (/dev/shm), which
 // never writes back; docs/BENCHMARKS.md has the measurements.
+//
+// Queue.Check (and offqueue verify) checks every file without changing it.
 package queue
+
+// The files, by what each owns:
+//
+//	queue.go    Open, Close, the metadata file, cycle names and the directory
+//	cycle.go    one mapped cycle file: references, mapping, growth
+//	slots.go    the slot walker, claiming a slot, the write hint, sealing
+//	append.go   Append, Reserve/Commit/Abort, rolling to the next cycle
+//	tailer.go   reading: positions, crossing cycles, skipping dead writers
+//	index.go    the sparse index: recording entries, finding a message
+//	lease.go    writer leases and the dead-writer test
+//	named.go    the named-tailer table and acknowledgements
+//	notify.go   the doorbell and the notifier thread that watches doorbells
+//	wait.go     wait modes and the listeners of this process
+//	set.go      waiting on many tailers at once
+//	pretouch.go faulting in the next block ahead of appends
+//	retention.go deleting old cycles
+//	check.go    Check: the whole queue, read-only
+//	stats.go    Stats
+//	format.go   the file formats' constants and headers

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -133,6 +134,65 @@ func (s *shard) run() {
 			// leave them to a second thread that must itself be woken:
 			// halves the CPU of a wake-up and shortens it.
 			runtime.Gosched()
+		}
+	}
+}
+
+// notify wakes the listeners of this process and, through the doorbell,
+// those of other processes (steps in docs/QUEUE-FORMAT.md). Nothing is
+// done, and no system call made, when nobody waits.
+func (q *Queue) notify() {
+	if l := q.wake.list.Load(); l != nil {
+		for _, x := range *l {
+			x.fire()
+		}
+	}
+	if s := q.sleepers.Load(); s > 1 || s == 1 && !q.wake.armed.Load() {
+		q.ring()
+	}
+}
+
+// ring makes the doorbell odd and wakes its watchers; while it is odd
+// (a wake-up pending, not yet seen) later appends skip the system call.
+//
+// A ringer killed between its CAS and FUTEX_WAKE leaves the doorbell odd
+// and its watchers asleep. Two things wake them: an appender that finds
+// the same odd value staleRings times in a row wakes them itself (a live
+// watcher clears the doorbell within tens of microseconds, long before),
+// and without appends, each watcher looks on its own every bellRecheck.
+func (q *Queue) ring() {
+	b := q.bell.Load()
+	if b&1 == 0 {
+		if q.bell.CompareAndSwap(b, b+1) {
+			shm.FutexWake(q.bell, math.MaxInt32)
+		}
+		return
+	}
+	// Plain loads and stores, not read-modify-writes: racing appenders
+	// may lose a count, which only delays the rescue a little.
+	if q.pendingBell.Load() != b {
+		q.pendingBell.Store(b)
+		q.pendingRuns.Store(1)
+		return
+	}
+	if n := q.pendingRuns.Load() + 1; n < staleRings {
+		q.pendingRuns.Store(n)
+		return
+	}
+	q.pendingRuns.Store(0)
+	shm.FutexWake(q.bell, math.MaxInt32)
+}
+
+// staleRings is how many appends of one process in a row may find the
+// same wake-up pending before it sends the wake-up itself.
+const staleRings = 1024
+
+// clearBell makes a pending doorbell even again and returns its value.
+func clearBell(bell *atomic.Uint32) uint32 {
+	for {
+		b := bell.Load()
+		if b&1 == 0 || bell.CompareAndSwap(b, b+1) {
+			return bell.Load() &^ 1
 		}
 	}
 }

@@ -199,22 +199,6 @@ func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) 
 	return q, nil
 }
 
-// recoverAlone clears what dead processes left in the metadata file: their
-// writer leases and their count among the doorbell's sleepers. Only a
-// process that holds the flock exclusively may call it.
-func (q *Queue) recoverAlone() {
-	q.sleepers.Store(0)
-	for i := 0; i < maxLeases; i++ {
-		if tok := q.leases[2*i].Load(); tok != 0 && !shm.Alive(shm.Token(tok)) {
-			q.leases[2*i].Store(0)
-		}
-	}
-	if owner := q.lock.Owner(); owner != 0 && !shm.Alive(owner) {
-		q.lock.ForceUnlock(owner)
-	}
-	q.lock.ResetSleepers()
-}
-
 // Dir returns the queue's directory.
 func (q *Queue) Dir() string { return q.dir }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
 
 	"github.com/offmap/offmap/internal/shm"
 )
@@ -15,12 +14,9 @@ import (
 // acknowledged position in the queue's metadata file. A Tailer is used by
 // one goroutine at a time.
 type Tailer struct {
+	walker   // its position; c is nil before the first cycle >= from
 	q        *Queue
-	c        *cycle // nil: positioned before the first cycle >= from
 	from     uint32
-	mem      []byte // c's mapped prefix as last seen
-	off      int64
-	seq      uint32
 	slot     int // named-tailer slot, or -1
 	closed   bool
 	stallAt  int64 // when the busy header at stallOff was first seen
@@ -42,122 +38,6 @@ func (q *Queue) Tailer() (*Tailer, error) {
 	}
 	q.tailSet[t] = struct{}{}
 	return t, nil
-}
-
-// NamedTailer returns a tailer whose acknowledged position persists in the
-// queue: it starts after the last message acknowledged (see Ack) by any
-// tailer of that name, in any process, or at the start. Names are 1 to 48
-// bytes; a queue holds up to 128 of them. A queue open read-only cannot add
-// a name: an unknown one gets ErrNotFound.
-func (q *Queue) NamedTailer(name string) (*Tailer, error) {
-	if len(name) == 0 || len(name) > maxTailerName {
-		return nil, fmt.Errorf("%w: tailer name of %d bytes (1 to %d)", ErrInvalidOptions, len(name), maxTailerName)
-	}
-	slot, err := q.tailerSlot(name, !q.readOnly)
-	if err != nil {
-		return nil, err
-	}
-	if slot < 0 {
-		return nil, fmt.Errorf("%w: no tailer named %q, and a queue open read-only cannot add one", ErrNotFound, name)
-	}
-	t, err := q.Tailer()
-	if err != nil {
-		return nil, err
-	}
-	t.slot = slot
-	if acked := q.tailerWord(slot, 8).Load(); acked != 0 {
-		err := t.Seek(acked - 1)
-		if errors.Is(err, ErrNotFound) {
-			// Its cycle was deleted by a forced retention: go on from
-			// the next cycle that exists.
-			t.SeekStart()
-			t.from = uint32((acked - 1) >> 32)
-			return t, nil
-		}
-		if err != nil {
-			t.Close()
-			return nil, err
-		}
-	}
-	return t, nil
-}
-
-func (q *Queue) tailerWord(slot, off int) *atomic.Uint64 {
-	return shm.U64(q.tailers, slot*tailerSlotSize+off)
-}
-
-// tailerSlot finds the slot of a named tailer, adding it if asked to. It
-// returns -1 when the name is absent and add is false.
-func (q *Queue) tailerSlot(name string, add bool) (int, error) {
-	if add {
-		if _, err := q.lock.Lock(q.self, 0); err != nil {
-			return -1, err
-		}
-		defer q.lock.Unlock()
-	}
-	free := -1
-	for i := 0; i < maxNamedTailers; i++ {
-		n := q.tailerWord(i, 0).Load()
-		if n == 0 {
-			if free < 0 {
-				free = i
-			}
-			continue
-		}
-		if n == uint64(len(name)) && string(q.tailerName(i, int(n))) == name {
-			return i, nil
-		}
-	}
-	if !add {
-		return -1, nil
-	}
-	if free < 0 {
-		return -1, ErrTooManyTailers
-	}
-	base := free*tailerSlotSize + 16
-	copy(q.tailers[base:base+maxTailerName], name)
-	clear(q.tailers[base+len(name) : base+maxTailerName])
-	q.tailerWord(free, 8).Store(0)
-	q.tailerWord(free, 0).Store(uint64(len(name)))
-	return free, nil
-}
-
-func (q *Queue) tailerName(slot, n int) []byte {
-	base := slot*tailerSlotSize + 16
-	return q.tailers[base : base+min(n, maxTailerName)]
-}
-
-// DeleteTailer forgets a named tailer, so that retention no longer spares
-// the cycles it has not acknowledged.
-func (q *Queue) DeleteTailer(name string) error {
-	if q.readOnly {
-		return ErrReadOnly
-	}
-	if _, err := q.lock.Lock(q.self, 0); err != nil {
-		return err
-	}
-	defer q.lock.Unlock()
-	for i := 0; i < maxNamedTailers; i++ {
-		if n := q.tailerWord(i, 0).Load(); n == uint64(len(name)) && string(q.tailerName(i, int(n))) == name {
-			q.tailerWord(i, 0).Store(0)
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: no tailer named %q", ErrNotFound, name)
-}
-
-// Ack records the tailer's position, so that a named tailer opened later
-// (after a restart) continues from here: every message read so far counts
-// as processed. For an anonymous tailer it does nothing.
-func (t *Tailer) Ack() error {
-	if t.slot < 0 {
-		return nil
-	}
-	if t.q.readOnly {
-		return ErrReadOnly
-	}
-	t.q.tailerWord(t.slot, 8).Store(t.Index() + 1)
-	return nil
 }
 
 // Index returns the index of the next message the tailer will read (or of
@@ -296,12 +176,9 @@ func (t *Tailer) peekSlow() (uint64, error) {
 		}
 	}
 	for {
-		h, ok, err := t.c.header(&t.mem, t.off)
+		h, err := t.header()
 		if err != nil {
 			return 0, err
-		}
-		if !ok {
-			return 0, fmt.Errorf("%w: cycle %d ends at %d without a free slot", ErrCorrupt, t.c.num, t.off)
 		}
 		switch {
 		case h == 0:
@@ -322,16 +199,15 @@ func (t *Tailer) peekSlow() (uint64, error) {
 				continue
 			}
 		}
-		end, err := t.c.slotEnd(&t.mem, t.off, h)
-		if err != nil {
-			return 0, err
-		}
 		if h&(flagMeta|flagSkipped) == 0 {
+			// A complete message: check that it lies inside the file.
+			if _, err := t.c.slotEnd(&t.mem, t.off, h); err != nil {
+				return 0, err
+			}
 			return h, nil
 		}
-		t.off = end
-		if h&flagSkipped != 0 {
-			t.seq++
+		if err := t.step(h); err != nil {
+			return 0, err
 		}
 	}
 }
@@ -470,56 +346,6 @@ func (t *Tailer) Seek(idx uint64) error {
 	t.setCycle(c)
 	t.off, t.seq = off, s
 	return nil
-}
-
-// find returns the position of message seq in the cycle, starting from
-// the nearest entry of the sparse index at or before it.
-func (c *cycle) find(seq uint32) (uint32, int64, error) {
-	mem := c.mem()
-	s, off := c.indexed(&mem, seq)
-	for {
-		if s == seq {
-			return s, off, nil
-		}
-		h, ok, err := c.header(&mem, off)
-		if err != nil {
-			return 0, 0, err
-		}
-		if !ok || h == 0 || h&flagEOF != 0 {
-			return 0, 0, ErrNotFound
-		}
-		if off, err = c.slotEnd(&mem, off, h); err != nil {
-			return 0, 0, err
-		}
-		if h&flagMeta == 0 {
-			s++
-		}
-	}
-}
-
-// indexed returns the last recorded position at or before message seq:
-// an index entry, checked to point at a message slot, or the first slot.
-func (c *cycle) indexed(mem *[]byte, seq uint32) (uint32, int64) {
-	for j := int64(seq) >> c.q.spacing; j > 0; j-- {
-		a := j / indexEntries
-		if a >= l1Entries {
-			j = l1Entries * indexEntries
-			continue
-		}
-		arr := int64(c.l1[a].Load())
-		if !c.validArray(*mem, arr) {
-			j = a * indexEntries // skip the whole missing array
-			continue
-		}
-		off := int64(shm.U64(*mem, int(arr+(j%indexEntries)*8)).Load())
-		if off < dataStart || off&7 != 0 || off+8 > int64(len(*mem)) {
-			continue
-		}
-		if h := shm.U64(*mem, int(off)).Load(); h != 0 && h&(flagMeta|flagEOF) == 0 {
-			return uint32(j << c.q.spacing), off
-		}
-	}
-	return 0, dataStart
 }
 
 // Prefetch starts bringing in the tailer's state, ahead of a read by an

@@ -256,3 +256,31 @@ func TestCommitAfterSkip(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchAnyTime: the prefetch methods are safe on a queue that has
+// no cycle yet, one in use, and one closed (they read nothing that
+// matters and a prefetch never faults).
+func TestPrefetchAnyTime(t *testing.T) {
+	q, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := tailerT(t, q)
+	prefetch := func() {
+		q.PrefetchState()
+		q.PrefetchCycle()
+		q.PrefetchAppend()
+		tl.Prefetch()
+	}
+	prefetch()
+	q.Append([]byte("x"))
+	prefetch()
+	if n := testing.AllocsPerRun(100, prefetch); n != 0 {
+		t.Fatalf("prefetching allocates %v times", n)
+	}
+	if _, m, err := tl.Next(); err != nil || string(m) != "x" {
+		t.Fatalf("read %q %v after prefetching", m, err)
+	}
+	q.Close()
+	prefetch()
+}

@@ -1,0 +1,145 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/offmap/offmap/queue"
+)
+
+// A queue is a directory: any process that opens it may append and read.
+func Example() {
+	dir, err := os.MkdirTemp("", "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	q, err := queue.Open(dir, queue.Options{Roll: queue.Daily})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	for _, m := range []string{"buy 10", "sell 4"} {
+		if _, err := q.Append([]byte(m)); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	t, err := q.Tailer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close()
+	for {
+		_, msg, err := t.Next() // msg is a view into the file: copy it to keep it
+		if err == queue.ErrNoMessage {
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(string(msg))
+	}
+	// Output:
+	// buy 10
+	// sell 4
+}
+
+// A named tailer keeps its acknowledged position in the queue: a consumer
+// that restarts (here: opens a new tailer of the same name) goes on after
+// the last message it acknowledged.
+func ExampleQueue_NamedTailer() {
+	dir, err := os.MkdirTemp("", "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	q, err := queue.Open(dir, queue.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	for _, m := range []string{"a", "b", "c"} {
+		if _, err := q.Append([]byte(m)); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	consume := func(n int) {
+		t, err := q.NamedTailer("billing")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer t.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for range n {
+			// Block sleeps until an append, in any process, wakes it.
+			if err := t.Wait(ctx, queue.Block); err != nil {
+				log.Fatal(err)
+			}
+			_, msg, err := t.Next()
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println("processed", string(msg))
+			if err := t.Ack(); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	consume(2)
+	fmt.Println("restart")
+	consume(1)
+	// Output:
+	// processed a
+	// processed b
+	// restart
+	// processed c
+}
+
+// An event loop that serves many queues in turn can start bringing in the
+// memory of the queues it serves next while it works on this one, so that
+// their cache and TLB misses overlap: the state of the queue three ahead,
+// the cycle the queue two ahead appends to, and the slot the next queue
+// writes. Prefetching reads nothing that matters and never fails; it pays
+// off with thousands of queues, whose state does not stay in the cache.
+func ExampleQueue_PrefetchAppend() {
+	root, err := os.MkdirTemp("", "loop")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	var qs []*queue.Queue
+	for i := range 8 {
+		q, err := queue.Open(filepath.Join(root, fmt.Sprint(i)), queue.Options{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer q.Close()
+		qs = append(qs, q)
+	}
+
+	msg := []byte("tick")
+	for round := 0; round < 100; round++ {
+		for i, q := range qs {
+			qs[(i+3)%len(qs)].PrefetchState()
+			qs[(i+2)%len(qs)].PrefetchCycle()
+			qs[(i+1)%len(qs)].PrefetchAppend()
+			if _, err := q.Append(msg); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	st, err := qs[7].Stats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Cycles[0].Messages, "messages in the last queue")
+	// Output: 100 messages in the last queue
+}
