@@ -149,7 +149,7 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 	}
 
 	hs, ho := unpackHint(hint)
-	hintSeen := hint == 0 // the walk landed on the hint's offset with its sequence
+	hintSeen := hint == 0         // the walk landed on the hint's offset with its sequence
 	indexed := map[uint32]int64{} // message seq (multiple of the spacing) -> offset
 	arrays := map[int64]bool{}    // payload offsets of index arrays
 	addLost := func(s uint32) {
