@@ -31,10 +31,11 @@ type IndexRange struct{ From, To uint64 }
 // cycle names the next cycle file, which names it as its previous). It
 // never changes the files, and may run while other processes append.
 //
-// It returns the ranges of indexes that are lost: slots skipped because
-// their writer died mid-message, or that will be (a dead writer's
-// unfinished slot), as nats-server's file store reports lost sequences.
-// Those are what a crash leaves, not damage. Damage is reported as a
+// It returns the ranges of indexes that hold no message, as nats-server's
+// file store reports lost sequences: slots skipped because their writer
+// died mid-message or aborted its reservation, and a dead writer's
+// unfinished slot, which readers will skip. Those are what crashes and
+// aborts leave, not damage. Damage is reported as a
 // *CheckError listing each problem (errors.Is(err, ErrCorrupt)).
 func (q *Queue) Check() (lost []IndexRange, err error) {
 	if q.closed.Load() {

@@ -2,10 +2,12 @@ package queue
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -86,4 +88,155 @@ func failIfHung(d time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// FuzzOperations drives a queue with a sequence of appends, reservations
+// committed or aborted, rolls, seeks and deletions decoded from the
+// input, and checks every read and index against a model: a list of
+// cycles, each a list of slots (a message, or nil for an aborted one).
+// At the end Check must find nothing wrong and report exactly the aborted
+// slots as lost.
+func FuzzOperations(f *testing.F) {
+	f.Add([]byte{0, 5, 0, 7, 2, 0, 3, 1, 0, 3, 4, 1, 5, 1, 6, 0})
+	f.Add([]byte{1, 3, 2, 0, 1, 4, 3, 2, 1, 1, 4, 0, 4, 9, 6, 0, 5, 0})
+	f.Add([]byte{3, 0, 3, 0, 0, 1, 3, 5, 0, 2, 5, 2, 4, 3, 6, 1})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 400 {
+			return
+		}
+		defer failIfHung(10 * time.Second)()
+		clk := newClock()
+		q, err := Open(t.TempDir(), Options{Roll: Minutely, Clock: clk.Now, IndexSpacing: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		type cycleModel struct {
+			num   uint32
+			slots [][]byte // nil: aborted
+		}
+		var model []*cycleModel
+		current := func() *cycleModel {
+			n := q.cycleOf(clk.Now())
+			if len(model) == 0 || model[len(model)-1].num != n {
+				model = append(model, &cycleModel{num: n})
+			}
+			return model[len(model)-1]
+		}
+		// want returns the first message at or after idx in the model.
+		want := func(idx uint64) (uint64, []byte, bool) {
+			for _, c := range model {
+				for s, m := range c.slots {
+					if i := Index(c.num, uint32(s)); i >= idx && m != nil {
+						return i, m, true
+					}
+				}
+			}
+			return 0, nil, false
+		}
+		tl := tailerT(t, q)
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, arg := ops[i]%7, int(ops[i+1])
+			msg := fmt.Appendf(nil, "m%d-%s", i, make([]byte, arg%40))
+			switch op {
+			case 0, 1: // Append, or Reserve and Commit
+				c := current()
+				var idx uint64
+				var err error
+				if op == 0 {
+					idx, err = q.Append(msg)
+				} else {
+					var w Writing
+					if w, err = q.Reserve(len(msg)); err == nil {
+						copy(w.Bytes(), msg)
+						idx, err = w.Commit()
+					}
+				}
+				if err != nil || idx != Index(c.num, uint32(len(c.slots))) {
+					t.Fatalf("op %d: append: %#x %v, want %#x", i, idx, err, Index(c.num, uint32(len(c.slots))))
+				}
+				c.slots = append(c.slots, msg)
+			case 2: // Reserve and Abort
+				c := current()
+				w, err := q.Reserve(len(msg))
+				if err != nil || w.Index() != Index(c.num, uint32(len(c.slots))) {
+					t.Fatalf("op %d: reserve: %v", i, err)
+				}
+				w.Abort()
+				c.slots = append(c.slots, nil)
+			case 3: // the clock moves on: the next append rolls
+				clk.Advance(time.Duration(arg%3) * time.Minute)
+			case 4: // Seek to a slot of the model (or past the end)
+				var idx uint64
+				if len(model) > 0 {
+					c := model[arg%len(model)]
+					idx = Index(c.num, uint32(arg%(len(c.slots)+1)))
+				}
+				if err := tl.Seek(idx); err != nil {
+					if len(model) == 0 && errors.Is(err, ErrNotFound) {
+						continue
+					}
+					t.Fatalf("op %d: seek %#x: %v", i, idx, err)
+				}
+				got, m, err := tl.Next()
+				wi, wm, ok := want(idx)
+				if !ok && err != ErrNoMessage || ok && (err != nil || got != wi || string(m) != string(wm)) {
+					t.Fatalf("op %d: after seek %#x: %#x %q %v, want %#x %q", i, idx, got, m, err, wi, wm)
+				}
+			case 5: // DeleteCycles
+				keep := arg%3 + 1
+				deleted, err := q.DeleteCycles(keep, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var wantDeleted []uint32
+				for len(model) > keep {
+					wantDeleted = append(wantDeleted, model[0].num)
+					model = model[1:]
+				}
+				if !slices.Equal(deleted, wantDeleted) {
+					t.Fatalf("op %d: DeleteCycles(%d) deleted %v, want %v", i, keep, deleted, wantDeleted)
+				}
+			case 6: // read everything from the start
+				r := tailerT(t, q)
+				next := uint64(0)
+				for {
+					got, m, err := r.Next()
+					wi, wm, ok := want(next)
+					if !ok {
+						if err != ErrNoMessage {
+							t.Fatalf("op %d: read past the model's end: %#x %q %v", i, got, m, err)
+						}
+						break
+					}
+					if err != nil || got != wi || string(m) != string(wm) {
+						t.Fatalf("op %d: read %#x %q %v, want %#x %q", i, got, m, err, wi, wm)
+					}
+					next = got + 1
+				}
+				r.Close()
+			}
+		}
+		lost, err := q.Check()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantLost []IndexRange
+		for _, c := range model {
+			for s, m := range c.slots {
+				if m != nil {
+					continue
+				}
+				idx := Index(c.num, uint32(s))
+				if k := len(wantLost); k > 0 && wantLost[k-1].To == idx {
+					wantLost[k-1].To++
+				} else {
+					wantLost = append(wantLost, IndexRange{idx, idx + 1})
+				}
+			}
+		}
+		if !slices.Equal(lost, wantLost) {
+			t.Fatalf("Check: lost %v, want %v", lost, wantLost)
+		}
+	})
 }
