@@ -49,9 +49,16 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 }
 
 // AcquireInt64 returns a handle on key's 8-byte value, creating the entry
-// with value 0 when absent. Load, Store, Add and CompareAndSwap on the
-// handle act atomically on the mapped bytes: every process sees them at
-// once and they persist without a Put.
+// with value 0 when absent, or ErrValueSize when key's value has another
+// size. Load, Store, Add and CompareAndSwap on the handle act atomically
+// on the mapped bytes: every process sees them at once and they persist
+// without a Put.
+//
+// The handle pins the entry for good (for the life of the file, not just
+// of the handle): its value keeps its place and its 8 bytes, so handles in
+// every process stay valid. A later Put of a value of another size to the
+// key gets ErrValueSize; a Put of 8 bytes stores them in place. After
+// Delete the handle works on a detached copy that no lookup reaches.
 func (m *Map) AcquireInt64(key []byte) (values.Int64, error) {
 	b, err := m.acquire(key, 8, "Int64")
 	if err != nil {

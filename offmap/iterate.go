@@ -1,6 +1,7 @@
 package offmap
 
 import (
+	"iter"
 	"time"
 )
 
@@ -28,6 +29,16 @@ func (m *Map) Range(fn func(key, value []byte) bool) error {
 		}
 	}
 	return nil
+}
+
+// All yields every entry as Range does (each segment copied at one
+// instant; the slices valid only until the next step), for use with
+// for-range. It stops early when the map is closed meanwhile: use Range
+// to learn such an error.
+func (m *Map) All() iter.Seq2[[]byte, []byte] {
+	return func(yield func(key, value []byte) bool) {
+		m.Range(yield)
+	}
 }
 
 // snapshot appends the keys and values of segment s to buf, and the offsets

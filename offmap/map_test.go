@@ -245,6 +245,32 @@ func TestRangeStopsAndSeesAll(t *testing.T) {
 	}
 }
 
+func TestAll(t *testing.T) {
+	m := openTest(t, small)
+	for i := range 300 {
+		mustPut(t, m, key(i), val(i))
+	}
+	seen := map[string]bool{}
+	for k, v := range m.All() {
+		if string(v) != string(val(mustAtoi(t, k))) || seen[string(k)] {
+			t.Fatalf("All: %q = %q (seen before: %v)", k, v, seen[string(k)])
+		}
+		seen[string(k)] = true
+	}
+	if len(seen) != 300 {
+		t.Fatalf("All saw %d keys, want 300", len(seen))
+	}
+	n := 0
+	for range m.All() {
+		if n++; n == 7 {
+			break
+		}
+	}
+	if n != 7 {
+		t.Fatalf("All went on after break: %d", n)
+	}
+}
+
 func mustAtoi(t testing.TB, k []byte) int {
 	var i int
 	if _, err := fmt.Sscanf(string(k), "key-%d", &i); err != nil {

@@ -28,7 +28,8 @@ type Options struct {
 	// ReadOnly maps the file read-only. A file this process may not
 	// write is opened read-only even without it. Writes return ErrReadOnly.
 	ReadOnly bool
-	// FileMode is the permission of a new file; zero means 0600.
+	// FileMode is the permission of a new file; zero means 0600 (as for
+	// queue files: readable by the owner only; 0640 shares with a group).
 	FileMode os.FileMode
 	// LockTimeout bounds the wait for a segment lock held by a live
 	// process (a dead holder is taken over within about a second

@@ -71,7 +71,8 @@ type Options struct {
 	// ReadOnly opens the queue for reading only: appends and
 	// acknowledgements return ErrReadOnly.
 	ReadOnly bool
-	// FileMode is the permission of new files; zero means 0644.
+	// FileMode is the permission of new files; zero means 0600 (as for
+	// map files: readable by the owner only; 0640 shares with a group).
 	FileMode os.FileMode
 	// SkipAfter is how long a reader waits at an unfinished message
 	// before it checks whether its writer died; a dead writer's slot is
@@ -156,7 +157,7 @@ func (o Options) check() (Options, error) {
 		o.BlockSize = defaultBlockSize
 	}
 	if o.FileMode == 0 {
-		o.FileMode = 0o644
+		o.FileMode = 0o600
 	}
 	if o.SkipAfter == 0 {
 		o.SkipAfter = defaultSkipAfter

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -50,15 +51,31 @@ func (t *Tailer) Index() uint64 {
 }
 
 // Close releases the tailer's mapping; views it returned become invalid.
-func (t *Tailer) Close() {
+func (t *Tailer) Close() error {
 	if t.closed {
-		return
+		return nil
 	}
 	t.closed = true
 	t.drop()
 	t.q.mu.Lock()
 	delete(t.q.tailSet, t)
 	t.q.mu.Unlock()
+	return nil
+}
+
+// All yields the messages ready now, in index order, as Next returns them
+// (each payload a view valid until the tailer moves to another cycle
+// file), and stops at the end or at an error, which the next call of Next
+// returns. The tailer moves past each message yielded.
+func (t *Tailer) All() iter.Seq2[uint64, []byte] {
+	return func(yield func(uint64, []byte) bool) {
+		for {
+			idx, msg, err := t.Next()
+			if err != nil || !yield(idx, msg) {
+				return
+			}
+		}
+	}
 }
 
 func (t *Tailer) drop() {

@@ -284,3 +284,33 @@ func TestPrefetchAnyTime(t *testing.T) {
 	q.Close()
 	prefetch()
 }
+
+func TestTailerAll(t *testing.T) {
+	q := openT(t, t.TempDir(), Options{})
+	for i := range 5 {
+		q.Append(msgOf(i))
+	}
+	tl := tailerT(t, q)
+	var got []string
+	for idx, m := range tl.All() {
+		if _, seq := SplitIndex(idx); int(seq) != len(got) {
+			t.Fatalf("index %#x for message %d", idx, len(got))
+		}
+		got = append(got, string(m))
+		if len(got) == 3 {
+			break
+		}
+	}
+	for _, m := range tl.All() { // goes on after the break, to the end
+		got = append(got, string(m))
+	}
+	if len(got) != 5 || got[3] != string(msgOf(3)) || got[4] != string(msgOf(4)) {
+		t.Fatalf("read %q", got)
+	}
+	if err := tl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tl.Next(); err != ErrClosed {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}

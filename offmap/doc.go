@@ -1,0 +1,30 @@
+// Package offmap is a hash map in a memory-mapped file, shared by every
+// goroutine and process on the machine that opens the file, in the spirit
+// of Chronicle Map.
+//
+// A map is sized when it is created (Options.Entries and the average key
+// and value sizes) and lives in one file: a header, then segments, each
+// with its own lock word, hash slots and entry space. Reads take no lock:
+// a segment's version word makes them retry while a writer changes it
+// (a seqlock). Writes lock one segment; a process killed holding the lock
+// is detected by its pid and start time, and the next writer takes the
+// lock over and finishes or rolls back the change it left (every change
+// is logged in the segment before it is made). So a kill -9 at any
+// instant leaves the file usable by the others, and nothing completed
+// before it is lost.
+//
+//	m, err := offmap.Open("clients.map", offmap.Options{Entries: 100_000, AverageKeySize: 16, AverageValueSize: 64})
+//	err = m.Put(key, value)
+//	v, err := m.Get(key)
+//	hits, err := m.AcquireInt64([]byte("hits")) // an atomic counter in the file
+//	hits.Add(1)
+//
+// Values can be used in place: AcquireInt64 and the other Acquire methods
+// return handles (package values) whose atomic operations act on the
+// mapped bytes, seen by every process at once, with no copy and no Put.
+//
+// A full map returns ErrFull and changes nothing; damaged, truncated,
+// foreign or newer files are errors at Open, never a crash. Check verifies
+// a map and Recover repairs one while other processes use it. The file
+// format is in docs/FORMAT.md; format.go holds the same tables.
+package offmap

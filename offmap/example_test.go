@@ -1,0 +1,120 @@
+package offmap_test
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/offmap/offmap/offmap"
+)
+
+// tempMap returns a path for a new map file and a function that removes
+// it.
+func tempMap() (string, func()) {
+	dir, err := os.MkdirTemp("", "offmap-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return filepath.Join(dir, "clients.map"), func() { os.RemoveAll(dir) }
+}
+
+func Example() {
+	path, cleanup := tempMap()
+	defer cleanup()
+
+	m, err := offmap.Open(path, offmap.Options{Entries: 10_000, AverageKeySize: 8, AverageValueSize: 16})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := m.Put([]byte("alice"), []byte("admin")); err != nil {
+		log.Fatal(err)
+	}
+	v, err := m.Get([]byte("alice"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(v))
+	if err := m.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	// The data is in the file: another process, or this one later, opens
+	// it with no sizes at all.
+	m, err = offmap.Open(path, offmap.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	_, err = m.Get([]byte("bob"))
+	fmt.Println(m.Len(), err)
+	// Output:
+	// admin
+	// 1 offmap: key not found
+}
+
+// Two goroutines (or two processes) add to one counter through handles
+// into the mapped value: no lock, no copy, no Put.
+func ExampleMap_AcquireInt64() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 8})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hits, err := m.AcquireInt64([]byte("hits"))
+			if err != nil {
+				log.Fatal(err)
+			}
+			for range 1000 {
+				hits.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	hits, err := m.AcquireInt64([]byte("hits"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(hits.Load())
+	// Output: 2000
+}
+
+// Update reads and changes an entry in one locked step.
+func ExampleMap_Update() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 32})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+
+	appendVisit := func(page string) error {
+		return m.Update([]byte("visits"), func(v []byte, found bool) ([]byte, offmap.Op) {
+			if found {
+				v = append(v, ',')
+			}
+			return append(v, page...), offmap.OpPut
+		})
+	}
+	for _, p := range []string{"/", "/docs", "/pricing"} {
+		if err := appendVisit(p); err != nil {
+			log.Fatal(err)
+		}
+	}
+	v, err := m.Get([]byte("visits"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(v))
+	// Output: /,/docs,/pricing
+}
