@@ -92,13 +92,6 @@ func forRun(i, n int, f func(k int, mask uint64)) {
 	}
 }
 
-// runIsSet reports whether bits [i, i+n) are all set.
-func runIsSet(bm []uint64, i, n int) bool {
-	ok := true
-	forRun(i, n, func(k int, mask uint64) { ok = ok && bm[k]&mask == mask })
-	return ok
-}
-
 // runIsClear reports whether bits [i, i+n) are all clear.
 func runIsClear(bm []uint64, i, n int) bool {
 	ok := true

@@ -37,7 +37,10 @@ var (
 
 	// ErrEmptyFile: the file exists but has no bytes.
 	ErrEmptyFile = shm.ErrEmpty
-	// ErrNotMap: the file does not start with the offmap magic number.
+	// ErrNotMap: the file is of another kind (it does not start with the
+	// offmap magic number) or is not a regular file. It is the same error
+	// value as queue.ErrForeign: a file that is neither a map nor a queue
+	// file fails either test.
 	ErrNotMap = shm.ErrForeign
 	// ErrTruncated: the file is shorter than its header says.
 	ErrTruncated = shm.ErrTruncated

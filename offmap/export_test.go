@@ -40,5 +40,3 @@ func (m *Map) lockKey(key []byte) func() {
 	}
 	return s.hdr.lock.Unlock
 }
-
-func (m *Map) header() header { return m.hdr }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/offmap/offmap/internal/shm"
@@ -44,9 +45,13 @@ import (
 //	248     8  checksum: xxhash64 of bytes [0, 248)
 //	256  3840  reserved, zero
 const (
-	formatVersion = 1
-	magic         = "OFFMAP\x00\x00"
-	checksumOff   = 248
+	formatVersion     = 1
+	magic             = "OFFMAP\x00\x00"
+	checksumOff       = 248
+	headerSize        = 4096
+	headerReservedOff = 136 // [136, 248) and [256, 4096) are reserved, zero
+	segmentHeaderSize = 64
+	entryHeaderSize   = 8
 )
 
 type header struct {
@@ -180,7 +185,7 @@ func (h *header) validate() error {
 	}
 	if uint64(h.SlotsPerSegment)*8 > h.BitmapOff ||
 		h.BitmapOff+(h.ChunksPerSegment+63)/64*8 > h.ScratchOff ||
-		h.ScratchOff+8+uint64(pad8(int(h.MaxValue))) > h.AreaOff {
+		h.ScratchOff+8+uint64(shm.Pad8(int(h.MaxValue))) > h.AreaOff {
 		return fmt.Errorf("segment regions overlap")
 	}
 	area, ok := mul(h.ChunksPerSegment, uint64(h.ChunkSize))
@@ -195,4 +200,70 @@ func (h *header) validate() error {
 		return fmt.Errorf("segments end at %d, file size %d", h.SegmentsOff+all, h.FileSize)
 	}
 	return nil
+}
+
+// segmentHeader is the shared state of one segment, 64 bytes, in the
+// segment header array. Part of the format.
+//
+//	off  field
+//	  0  lock        shm.Mutex (16 bytes): owner token, futex word, sleepers
+//	 16  version     seqlock counter; odd while a writer changes the segment
+//	 24  count       live entries
+//	 32  detached    entries deleted while value handles pinned them
+//	 40  usedChunks  chunks taken by live and detached entries
+//	 48  intent      redo record: 0, or 1 + the chunk of the entry whose
+//	                 value is being rewritten in place from the scratch area
+//	 56  allocHint   chunk where the next allocation search starts
+//
+// count, detached, usedChunks and the bitmap are derived from the slots;
+// a repair recomputes them.
+// versionOff is the offset of segmentHeader.version.
+const versionOff = 16
+
+type segmentHeader struct {
+	lock       shm.Mutex
+	version    atomic.Uint64
+	count      atomic.Uint64
+	detached   atomic.Uint64
+	usedChunks atomic.Uint64
+	intent     atomic.Uint64
+	allocHint  atomic.Uint64
+}
+
+// Slot bits. A slot is 0 when empty. Part of the format.
+//
+//	bits  0-31  chunk of the entry in the segment's entry space
+//	bits 32-47  home: the slot the key hashes to (linear probing start)
+//	bits 48-60  tag: 13 more bits of the key's hash
+//	bit     61  pinned: value handles may point at the value; its size is fixed
+//	bit     62  detached: deleted while pinned; lookups skip it, space kept
+//	bit     63  used
+const (
+	slotChunkMask = 1<<32 - 1
+	slotHomeShift = 32
+	slotHomeMask  = (1<<16 - 1) << slotHomeShift
+	slotTagShift  = 48
+	slotTagMask   = (1<<13 - 1) << slotTagShift
+	slotPinned    = 1 << 61
+	slotDetached  = 1 << 62
+	slotUsed      = 1 << 63
+	// slotMatch selects the bits a lookup compares: a live slot with the
+	// key's home and tag.
+	slotMatch = slotUsed | slotDetached | slotHomeMask | slotTagMask
+)
+
+func slotChunk(w uint64) uint32 { return uint32(w & slotChunkMask) }
+
+// Entry layout, at chunk*ChunkSize in a segment's entry space:
+//
+//	off  size           field
+//	  0  4              key length
+//	  4  4              value length
+//	  8  pad8(keyLen)   key, zero padded
+//	  .  pad8(valueLen) value, 8-byte aligned, zero padded
+//
+// entryBytes is the size of an entry: header, key and value, each padded
+// to 8 bytes so that values are 8-byte aligned for atomic handles.
+func entryBytes(keyLen, valLen int) int {
+	return entryHeaderSize + shm.Pad8(keyLen) + shm.Pad8(valLen)
 }

@@ -212,8 +212,8 @@ func (m *Map) applyRedo(s *segment, e entry, n int) {
 	shm.U32(s.area, e.off+4).Store(uint32(n))
 	crash("redo.length")
 	shm.Store(s.area[e.valOff():], m.scratch(s)[8:8+n])
-	if pad8(n) < pad8(e.valLen) {
-		shm.Zero(s.area[e.valOff()+pad8(n) : e.valOff()+pad8(e.valLen)])
+	if shm.Pad8(n) < shm.Pad8(e.valLen) {
+		shm.Zero(s.area[e.valOff()+shm.Pad8(n) : e.valOff()+shm.Pad8(e.valLen)])
 	}
 }
 
@@ -321,6 +321,12 @@ func (t localSlots) Len() uint32              { return uint32(len(t)) }
 
 // crashPoint, when set by a test, is called at named steps of each write,
 // so that the test can stop the writer there as if its process had died.
+// It stays in release builds rather than behind a build tag, so that the
+// README's test command runs the crash tests on the code users run: a
+// step costs a load of this variable and a branch never taken, a few per
+// write, below what a benchmark can tell (Put of an existing key, five
+// alternating runs on 2026-12-01: 245 ns with the steps, 251 ns with
+// crash emptied; the spread between runs was 100 ns).
 var crashPoint func(step string)
 
 func crash(step string) {

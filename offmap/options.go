@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"time"
+
+	"github.com/offmap/offmap/internal/shm"
 )
 
 // Options size a new map and say how to open an existing one. When the
@@ -38,21 +40,18 @@ type Options struct {
 }
 
 const (
-	maxKeyLimit       = 1<<16 - 1
-	maxValueLimit     = 1 << 30
-	maxSegments       = 1 << 16
-	maxSlotsPerSeg    = 1 << 16
-	maxFileSize       = 1 << 46
-	defaultMaxFloor   = 256
-	defaultLockWait   = 30 * time.Second
-	targetPerSegment  = 1024 // entries per segment in large maps
-	minSmallSegment   = 64   // entries per segment in small maps
-	smallMapSegments  = 16
-	maxLoadFactor     = 0.85 // of a segment's slots at its entry limit
-	spreadSigmas      = 4.5  // headroom for uneven hashing, in std deviations
-	entryHeaderSize   = 8
-	segmentHeaderSize = 64
-	headerSize        = 4096
+	maxKeyLimit      = 1<<16 - 1
+	maxValueLimit    = 1 << 30
+	maxSegments      = 1 << 16
+	maxSlotsPerSeg   = 1 << 16
+	maxFileSize      = 1 << 46
+	defaultMaxFloor  = 256
+	defaultLockWait  = 30 * time.Second
+	targetPerSegment = 1024 // entries per segment in large maps
+	minSmallSegment  = 64   // entries per segment in small maps
+	smallMapSegments = 16
+	maxLoadFactor    = 0.85 // of a segment's slots at its entry limit
+	spreadSigmas     = 4.5  // headroom for uneven hashing, in std deviations
 )
 
 func (o Options) lockTimeout() time.Duration {
@@ -71,14 +70,6 @@ func (o Options) fileMode() os.FileMode {
 	}
 	return o.FileMode
 }
-
-// entryBytes is the size of an entry: header, key and value, each padded
-// to 8 bytes so that values are 8-byte aligned for atomic handles.
-func entryBytes(keyLen, valLen int) int {
-	return entryHeaderSize + pad8(keyLen) + pad8(valLen)
-}
-
-func pad8(n int) int { return (n + 7) &^ 7 }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
@@ -151,12 +142,12 @@ func plan(o Options, seed uint64) (header, error) {
 		return h, invalid("segments too large: %d chunks (use more segments)", chunks)
 	}
 
-	bitmapOff := pad64(slots * 8)
-	scratchOff := pad64(bitmapOff + (chunks+63)/64*8)
-	areaOff := pad64(scratchOff + 8 + int64(pad8(maxValue)))
-	stride := pad64(areaOff + chunks*int64(chunk))
+	bitmapOff := shm.Pad(slots*8, 64)
+	scratchOff := shm.Pad(bitmapOff+(chunks+63)/64*8, 64)
+	areaOff := shm.Pad(scratchOff+8+int64(shm.Pad8(maxValue)), 64)
+	stride := shm.Pad(areaOff+chunks*int64(chunk), 64)
 	segHeaders := int64(headerSize)
-	segmentsOff := pad64(segHeaders + int64(segments)*segmentHeaderSize)
+	segmentsOff := shm.Pad(segHeaders+int64(segments)*segmentHeaderSize, 64)
 	fileSize := segmentsOff + int64(segments)*stride
 	if fileSize > maxFileSize || stride > maxFileSize/int64(segments) {
 		return h, invalid("a map of %d entries of %d bytes needs more than %d bytes", o.Entries, avgEntry, int64(maxFileSize))
@@ -187,8 +178,6 @@ func plan(o Options, seed uint64) (header, error) {
 	}
 	return h, nil
 }
-
-func pad64(n int64) int64 { return (n + 63) &^ 63 }
 
 // checkAgainst reports options that conflict with an existing file.
 func (o Options) checkAgainst(h *header) error {

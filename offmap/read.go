@@ -110,7 +110,7 @@ func (m *Map) probe(base, area int, key []byte, h keyHash) (valOff, valLen int, 
 				return 0, 0, false, true
 			}
 			if kl == len(key) && shm.Equal(m.mem[off+entryHeaderSize:], key) {
-				return off + entryHeaderSize + pad8(kl), vl, true, false
+				return off + entryHeaderSize + shm.Pad8(kl), vl, true, false
 			}
 		} else if w == 0 {
 			return 0, 0, false, false

@@ -3,6 +3,7 @@ package offmap
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -339,18 +340,20 @@ func (e *CheckError) Error() string {
 // Unwrap makes errors.Is(err, ErrCorrupt) true.
 func (e *CheckError) Unwrap() error { return ErrCorrupt }
 
-// Check verifies the whole map: every entry is inside its segment, hashes
-// to its slot and is reachable from it; no two entries share space; no
-// chunk is leaked; the counts agree; no lock is held by a dead process
-// and no update was left half done. It returns nil when the map is sound,
-// or a *CheckError listing each problem. Each segment is checked with its
-// lock held (read-only maps: between two equal versions), so Check may
-// run while other processes use the map.
+// Check verifies the whole map: the header's reserved bytes are zero and
+// the file has the size its header says; every entry is inside its
+// segment, hashes to its slot and is reachable from it; no two entries
+// share space; no chunk is leaked; the counts agree; no lock is held by a
+// dead process and no update was left half done. It returns nil when the
+// map is sound, or a *CheckError listing each problem. It never changes
+// the map (Recover repairs). Each segment is checked with its lock held
+// (read-only maps: between two equal versions), so Check may run while
+// other processes use the map.
 func (m *Map) Check() error {
-	if m.closed.Load() {
-		return ErrClosed
+	problems, err := m.CheckFile()
+	if err != nil {
+		return err
 	}
-	var problems []string
 	for i := range int(m.hdr.Segments) {
 		p, err := m.CheckSegment(i)
 		if err != nil {
@@ -362,6 +365,33 @@ func (m *Map) Check() error {
 		return &CheckError{Path: m.path, Problems: problems}
 	}
 	return nil
+}
+
+// CheckFile checks what lies outside the segments, as Check does: the
+// header page's reserved bytes and the file's size. Neither is ever
+// written after creation, and Recover cannot fix them: a problem here
+// means a damaged or foreign-made file ('offmap copy' rewrites it).
+func (m *Map) CheckFile() ([]string, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	var p []string
+	for _, r := range [][2]int{{headerReservedOff, checksumOff}, {checksumOff + 8, headerSize}} {
+		if i := slices.IndexFunc(m.mem[r[0]:r[1]], func(b byte) bool { return b != 0 }); i >= 0 {
+			p = append(p, fmt.Sprintf("header: reserved byte at offset %d is not zero", r[0]+i))
+			break
+		}
+	}
+	if m.file != nil {
+		st, err := m.file.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if st.Size() != int64(m.hdr.FileSize) {
+			p = append(p, fmt.Sprintf("file is %d bytes, its header says %d", st.Size(), m.hdr.FileSize))
+		}
+	}
+	return p, nil
 }
 
 // CheckSegment checks segment i (0 <= i < Stats().Segments) as Check does
@@ -401,7 +431,10 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 			shm.Yield()
 		}
 	}
-	if err := m.lock(s); err != nil {
+	// The lock, without the repair that writers do when they find damage
+	// or take a dead holder's lock over: Check only reports.
+	tookOver, err := s.hdr.lock.Lock(m.self, m.timeout)
+	if err != nil {
 		if errors.Is(err, ErrLockTimeout) {
 			return []string{fmt.Sprintf("segment %d: %v", s.idx, err)}, nil
 		}
@@ -409,8 +442,14 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 	}
 	defer s.hdr.lock.Unlock()
 	var p []string
+	if tookOver {
+		p = append(p, fmt.Sprintf("segment %d: lock held by a dead process", s.idx))
+	}
 	if s.hdr.version.Load()&1 != 0 {
 		p = append(p, fmt.Sprintf("segment %d: version is odd with no writer", s.idx))
+	}
+	if s.hdr.intent.Load() != 0 {
+		p = append(p, fmt.Sprintf("segment %d: an in-place update was left half done (redo record pending)", s.idx))
 	}
 	return append(p, m.scanCopy(s)...), nil
 }

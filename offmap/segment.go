@@ -7,58 +7,7 @@ import (
 	"github.com/offmap/offmap/internal/shm"
 )
 
-// segmentHeader is the shared state of one segment, 64 bytes, in the
-// segment header array. Part of the format.
-//
-//	off  field
-//	  0  lock        shm.Mutex (16 bytes): owner token, futex word, sleepers
-//	 16  version     seqlock counter; odd while a writer changes the segment
-//	 24  count       live entries
-//	 32  detached    entries deleted while value handles pinned them
-//	 40  usedChunks  chunks taken by live and detached entries
-//	 48  intent      redo record: 0, or 1 + the chunk of the entry whose
-//	                 value is being rewritten in place from the scratch area
-//	 56  allocHint   chunk where the next allocation search starts
-//
-// count, detached, usedChunks and the bitmap are derived from the slots;
-// a repair recomputes them.
-// versionOff is the offset of segmentHeader.version.
-const versionOff = 16
-
-type segmentHeader struct {
-	lock       shm.Mutex
-	version    atomic.Uint64
-	count      atomic.Uint64
-	detached   atomic.Uint64
-	usedChunks atomic.Uint64
-	intent     atomic.Uint64
-	allocHint  atomic.Uint64
-}
-
-// Slot bits. A slot is 0 when empty. Part of the format.
-//
-//	bits  0-31  chunk of the entry in the segment's entry space
-//	bits 32-47  home: the slot the key hashes to (linear probing start)
-//	bits 48-60  tag: 13 more bits of the key's hash
-//	bit     61  pinned: value handles may point at the value; its size is fixed
-//	bit     62  detached: deleted while pinned; lookups skip it, space kept
-//	bit     63  used
-const (
-	slotChunkMask = 1<<32 - 1
-	slotHomeShift = 32
-	slotHomeMask  = (1<<16 - 1) << slotHomeShift
-	slotTagShift  = 48
-	slotTagMask   = (1<<13 - 1) << slotTagShift
-	slotPinned    = 1 << 61
-	slotDetached  = 1 << 62
-	slotUsed      = 1 << 63
-	// slotMatch selects the bits a lookup compares: a live slot with the
-	// key's home and tag.
-	slotMatch = slotUsed | slotDetached | slotHomeMask | slotTagMask
-)
-
-func slotChunk(w uint64) uint32 { return uint32(w & slotChunkMask) }
-func slotHome(w uint64) uint32  { return uint32((w & slotHomeMask) >> slotHomeShift) }
+func slotHome(w uint64) uint32 { return uint32((w & slotHomeMask) >> slotHomeShift) }
 
 // keyHash is where a key lives: its segment, and the slot word a live
 // entry of it has in the match bits.
@@ -128,15 +77,7 @@ func (m *Map) scratch(s *segment) []byte {
 }
 
 // entry is the location of an entry in a segment's entry space, checked
-// against the segment's bounds.
-//
-// Entry layout (part of the format), at chunk*ChunkSize in the entry space:
-//
-//	off  size           field
-//	  0  4              key length
-//	  4  4              value length
-//	  8  pad8(keyLen)   key, zero padded
-//	  .  pad8(valueLen) value, 8-byte aligned, zero padded
+// against the segment's bounds (layout in format.go).
 type entry struct {
 	off    int // of the header in the segment's area
 	keyLen int
@@ -144,7 +85,7 @@ type entry struct {
 }
 
 func (e entry) keyOff() int { return e.off + entryHeaderSize }
-func (e entry) valOff() int { return e.off + entryHeaderSize + pad8(e.keyLen) }
+func (e entry) valOff() int { return e.off + entryHeaderSize + shm.Pad8(e.keyLen) }
 func (e entry) size() int   { return entryBytes(e.keyLen, e.valLen) }
 
 // entryAt reads the entry at chunk c. It returns ok=false when anything in

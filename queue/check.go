@@ -56,7 +56,7 @@ func (q *Queue) Check() (lost []IndexRange, err error) {
 	case latest != 0 && (len(cs) == 0 || uint64(cs[len(cs)-1]) < latest-1):
 		problem("%s: latest cycle %d has no file", metaName, latest-1)
 	}
-	q.checkMeta(problem, cs)
+	q.checkMeta(problem)
 
 	// Links between consecutive files: retention deletes the oldest
 	// cycles first, so no cycle between two files is ever missing.
@@ -95,7 +95,7 @@ func (q *Queue) Check() (lost []IndexRange, err error) {
 }
 
 // checkMeta checks the writer leases and the named tailers.
-func (q *Queue) checkMeta(problem func(string, ...any), cs []uint32) {
+func (q *Queue) checkMeta(problem func(string, ...any)) {
 	for i := 0; i < maxLeases; i++ {
 		tok, gen := q.leases[2*i].Load(), q.leases[2*i+1].Load()
 		if tok != 0 && (gen == 0 || gen > genMask) {

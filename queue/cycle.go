@@ -39,7 +39,7 @@ type cycle struct {
 
 	unmapped atomic.Bool // unmap has run
 
-	afterPopulate func() // tests: runs in pretouch after the pages are faulted in
+	afterPopulate func() // tests: runs in pretouch after the pages are faulted in (a nil check per pretouched block)
 
 	hint *atomic.Uint64
 	next *atomic.Uint64

@@ -42,7 +42,8 @@ var (
 	// ErrEmptyFile: a queue file exists but has no bytes.
 	ErrEmptyFile = shm.ErrEmpty
 	// ErrForeign: a queue file does not start with the expected magic
-	// number.
+	// number, or is not a regular file. It is the same error value as
+	// offmap.ErrNotMap.
 	ErrForeign = shm.ErrForeign
 	// ErrTruncated: a queue file is shorter than its header needs.
 	ErrTruncated = shm.ErrTruncated

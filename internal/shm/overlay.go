@@ -2,7 +2,6 @@ package shm
 
 import (
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"unsafe"
 )
@@ -11,17 +10,6 @@ import (
 // pass offsets they have validated against the file's layout; the checks
 // here are the last line of defence and panic on a programming error,
 // never on file content.
-
-func checkRange(b []byte, off, size, align int) unsafe.Pointer {
-	if off < 0 || size < 0 || off > len(b) || len(b)-off < size {
-		panic(fmt.Sprintf("shm: range [%d,+%d) outside %d bytes", off, size, len(b)))
-	}
-	p := unsafe.Pointer(unsafe.SliceData(b[off:]))
-	if uintptr(p)%uintptr(align) != 0 {
-		panic(fmt.Sprintf("shm: offset %d is not %d-byte aligned", off, align))
-	}
-	return p
-}
 
 // The accessors below are small enough to inline: the slice expression
 // does the bounds check, and alignment is checked with one AND.
@@ -85,10 +73,6 @@ func Overlay[T any](b []byte, off int) *T {
 
 // MutexAt returns the Mutex at b[off:].
 func MutexAt(b []byte, off int) *Mutex { return Overlay[Mutex](b, off) }
-
-// Addr returns the address of b[off], for handles that keep a pointer into
-// a mapping.
-func Addr(b []byte, off int, align int) unsafe.Pointer { return checkRange(b, off, 1, align) }
 
 // Heap returns size zeroed bytes of ordinary Go memory aligned to 64
 // bytes: the stand-in for a mapping in tests run with the race detector,
