@@ -121,6 +121,8 @@ func TestOptionsMismatch(t *testing.T) {
 		m, err := Open(p, o)
 		if !errors.Is(err, ErrOptionsMismatch) {
 			t.Errorf("Open with %+v: %v, want ErrOptionsMismatch", o, err)
+		} else if msg := err.Error(); strings.Count(msg, "offmap:") != 1 || strings.Count(msg, p) != 1 {
+			t.Errorf("Open with %+v: %q names the package or the path more than once", o, msg)
 		}
 		if m != nil {
 			m.Close()

@@ -53,15 +53,15 @@ func Open(path string, opts Options) (*Map, error) {
 			if err == nil || errors.Is(err, os.ErrExist) {
 				continue // created, or another process did: open it
 			}
-			return nil, fmt.Errorf("offmap: create %s: %w", path, err)
+			return nil, &shm.OpError{Pkg: "offmap", Op: "create", Path: path, Err: err}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("offmap: open %s: %w", path, err)
+			return nil, &shm.OpError{Pkg: "offmap", Op: "open", Path: path, Err: err}
 		}
 		m, err := openMapped(f, path, readOnly, opts)
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("offmap: open %s: %w", path, err)
+			return nil, &shm.OpError{Pkg: "offmap", Op: "open", Path: path, Err: err}
 		}
 		return m, nil
 	}

@@ -56,7 +56,7 @@ func (q *Queue) Reserve(n int) (Writing, error) {
 			continue
 		case err != nil:
 			c.release()
-			return Writing{}, fmt.Errorf("queue: append to %s: %w", q.cyclePath(c.num), err)
+			return Writing{}, &shm.OpError{Pkg: "queue", Op: "append to", Path: q.cyclePath(c.num), Err: err}
 		}
 		if seq&(1<<q.spacing-1) == 0 {
 			c.recordIndex(seq, off, q.writerBits)
@@ -251,7 +251,7 @@ func (q *Queue) startAppending() error {
 	n := uint32(q.latest.Load() - 1)
 	c, _, err := q.acquire(n, false, 0)
 	if err != nil {
-		return fmt.Errorf("queue: latest cycle %s: %w", q.cyclePath(n), err)
+		return &shm.OpError{Pkg: "queue", Op: "open the latest cycle", Path: q.cyclePath(n), Err: err}
 	}
 	if c.prev != 0 {
 		if err := q.sealCycle(uint32(c.prev - 1)); err != nil {
@@ -281,7 +281,7 @@ func (q *Queue) createFirstCycle() error {
 	}
 	c, created, err := q.acquire(n, true, 0)
 	if err != nil {
-		return fmt.Errorf("queue: create %s: %w", q.cyclePath(n), err)
+		return &shm.OpError{Pkg: "queue", Op: "create", Path: q.cyclePath(n), Err: err}
 	}
 	c.release()
 	q.bumpLatest(n)
@@ -354,7 +354,7 @@ func (q *Queue) advance(c *cycle, to uint32) error {
 	}
 	if err != nil {
 		q.appendMu.Unlock()
-		return fmt.Errorf("queue: roll to %s: %w", q.cyclePath(n), err)
+		return &shm.OpError{Pkg: "queue", Op: "roll to", Path: q.cyclePath(n), Err: err}
 	}
 	q.bumpLatest(n)
 	// 4. Seal c: messages claimed in c stay there, later ones go to nc.

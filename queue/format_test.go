@@ -58,8 +58,12 @@ func TestBadMetadata(t *testing.T) {
 	}
 	t.Run("options mismatch", func(t *testing.T) {
 		dir, _ := good(t)
-		if _, err := Open(dir, Options{Roll: Hourly}); !errors.Is(err, ErrOptionsMismatch) {
+		_, err := Open(dir, Options{Roll: Hourly})
+		if !errors.Is(err, ErrOptionsMismatch) {
 			t.Fatalf("got %v", err)
+		}
+		if want := "queue: open " + dir + ": options conflict with the existing queue: roll cycle hourly, the queue's is daily"; err.Error() != want {
+			t.Fatalf("%q, want %q (the package and the directory named once)", err.Error(), want)
 		}
 	})
 	t.Run("invalid options", func(t *testing.T) {

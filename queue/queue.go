@@ -81,7 +81,7 @@ func Open(dir string, opts Options) (*Queue, error) {
 	}
 	q, err := open(dir, o)
 	if err != nil {
-		return nil, fmt.Errorf("queue: open %s: %w", dir, err)
+		return nil, &shm.OpError{Pkg: "queue", Op: "open", Path: dir, Err: err}
 	}
 	return q, nil
 }

@@ -1,6 +1,10 @@
 package shm
 
-import "errors"
+import (
+	"errors"
+	"os"
+	"strings"
+)
 
 // Errors that describe a file rather than an operation; the map and queue
 // packages export them under their own names.
@@ -11,3 +15,23 @@ var (
 	ErrVersion   = errors.New("unsupported format version")
 	ErrCorrupt   = errors.New("file is corrupt")
 )
+
+// OpError is the error of an operation of package Pkg ("offmap",
+// "queue") on a file or directory. Its message names the package once and
+// the path once, however the error it wraps is worded: the packages'
+// sentinel errors start with their package name, and an *os.PathError
+// names its path.
+type OpError struct {
+	Pkg, Op, Path string
+	Err           error
+}
+
+func (e *OpError) Error() string {
+	msg := strings.TrimPrefix(e.Err.Error(), e.Pkg+": ")
+	if pe := (*os.PathError)(nil); errors.As(e.Err, &pe) && pe.Path == e.Path && strings.HasPrefix(msg, pe.Op+" "+pe.Path) {
+		return e.Pkg + ": " + msg
+	}
+	return e.Pkg + ": " + e.Op + " " + e.Path + ": " + msg
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
