@@ -81,9 +81,33 @@ func writeHelp(w io.Writer, cmd *command, fs *flag.FlagSet) {
 		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
 			usage += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
-		fmt.Fprintf(w, "  %-20s %s\n", name, usage)
+		writeFlag(w, name, usage)
 	})
 	fmt.Fprintf(w, "\nexamples:\n%s\n", strings.TrimRight(cmd.examples, "\n"))
+}
+
+// helpWidth is the width help text keeps within.
+const helpWidth = 80
+
+// writeFlag prints one flag of a --help, its description wrapped at word
+// boundaries within helpWidth columns.
+func writeFlag(w io.Writer, name, usage string) {
+	const indent = 2 + 20 + 1
+	line := fmt.Sprintf("  %-20s", name)
+	if len(line) > indent-1 {
+		fmt.Fprintln(w, line)
+		line = strings.Repeat(" ", indent-1)
+	}
+	n := 0
+	for _, word := range strings.Fields(usage) {
+		if n > 0 && len(line)+1+len(word) > helpWidth {
+			fmt.Fprintln(w, line)
+			line, n = strings.Repeat(" ", indent-1), 0
+		}
+		line += " " + word
+		n++
+	}
+	fmt.Fprintln(w, line)
 }
 
 // isTerminal reports whether w is a terminal.

@@ -14,7 +14,7 @@ import (
 
 var copyCommand = command{
 	name:     "copy",
-	synopsis: "[--entries N] [--avg-key BYTES] [--avg-value BYTES] [flags] SRC DST",
+	synopsis: "[size flags] [--mode BITS] [--quiet] SRC DST",
 	summary:  "copy every entry into a new map of another size or layout",
 	help: `Copy writes a new map file DST holding every entry of SRC: the offline
 answer to a full map. DST takes SRC's layout, with the size flags given

@@ -12,7 +12,8 @@ refuses to overwrite an existing file.`,
 	examples: `  # a map for a million 16-byte keys with 8-byte values
   offmap create clients.map --entries 1000000 --avg-key 16 --avg-value 8
   # allow values of up to 64 KiB, readable by the group
-  offmap create blobs.map --entries 10000 --avg-key 32 --avg-value 2048 --max-value 65536 --mode 0640`,
+  offmap create blobs.map --entries 10000 --avg-key 32 --avg-value 2048 \
+      --max-value 65536 --mode 0640`,
 	run: runCreate,
 }
 

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/offmap/offmap/offmap"
 )
 
 // randomEntries returns n entries whose keys and values are printable
@@ -127,7 +129,7 @@ func TestLoadExisting(t *testing.T) {
 	})
 	// Size flags that contradict the existing file are refused.
 	r := offmapRun(t, strings.NewReader(""), "load", "--entries", "5", path)
-	oneErrorLine(t, r, 2, "options conflict with the existing file: Entries is 5 in the options but 100 in the file")
+	oneErrorLine(t, r, 2, "size flags conflict with the layout of "+path+": --entries 5 but entries=100;")
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -174,4 +176,93 @@ func TestLoadErrors(t *testing.T) {
 	r = offmapRun(t, strings.NewReader(in.String()), "load", small)
 	oneErrorLine(t, r, 2, "map is full")
 	ok(t, "verify", small)
+}
+
+// TestLoadSummary: load prints how many entries it loaded and the map's
+// size, as create and copy do.
+func TestLoadSummary(t *testing.T) {
+	src := newMap(t, 1000, 8, 16)
+	fill(t, src, sampleEntries(300))
+	dump := ok(t, "dump", src)
+	dst := filepath.Join(t.TempDir(), "new.map")
+	r := offmapRun(t, strings.NewReader(dump), "load", dst)
+	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "created "+dst+" and loaded 300 entries: capacity 1000 entries, ") ||
+		strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("load into a new map: %s", r)
+	}
+	// Into the existing map: 2 new keys, 1 replaced.
+	r = offmapRun(t, strings.NewReader("\"key-0000\" \"x\"\n\"a\" \"1\"\n\"b\" \"2\"\n"), "load", dst)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "loaded 3 entries into "+dst+": 302 entries now, capacity 1000 entries, ") {
+		t.Fatalf("load into an existing map: %s", r)
+	}
+	if got := contents(t, dst); len(got) != 302 || got["key-0000"] != "x" {
+		t.Errorf("the map holds %d entries, key-0000 = %q", len(got), got["key-0000"])
+	}
+}
+
+// TestLoadLayoutFlags: size flags may repeat the dump's layout line, but
+// one that differs from it, or from an existing file's layout, is an error
+// that creates and changes nothing; --mode applies to a new map only.
+func TestLoadLayoutFlags(t *testing.T) {
+	src := newMap(t, 1000, 8, 16)
+	fill(t, src, sampleEntries(50))
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "src.txt")
+	if err := os.WriteFile(dump, []byte(ok(t, "dump", src)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	segs := layoutOfFile(t, src).segments
+	dst := filepath.Join(dir, "new.map")
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--entries", "2000000"}, "size flags conflict with the dump's layout line: --entries 2000000 but entries=1000; to load into another layout, make " + dst + " first with 'offmap create'"},
+		{[]string{"--entries", "10", "--avg-value", "16"}, "size flags conflict with the dump's layout line: --entries 10 but entries=1000;"},
+		{[]string{"--max-value", "4"}, "--max-value 4 but max-value=256;"},
+		{[]string{"--avg-key", "8", "--segments", "2"}, fmt.Sprintf("--segments 2 but segments=%d;", segs)},
+	} {
+		r := offmapRun(t, nil, append([]string{"load", dst, dump}, c.flags...)...)
+		oneErrorLine(t, r, 2, c.want)
+		if _, err := os.Stat(dst); err == nil {
+			t.Fatalf("load %q created %s", c.flags, dst)
+		}
+	}
+	// Flags that repeat the layout line are fine.
+	ok(t, "load", dst, dump, "--entries", "1000", "--avg-key", "8", "--mode", "0640")
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("load --mode 0640: %v %v", fi, err)
+	}
+	if l := layoutOfFile(t, dst); l != layoutOfFile(t, src) {
+		t.Errorf("loaded map's layout %+v, the source's %+v", l, layoutOfFile(t, src))
+	}
+
+	// An existing file: its layout counts, not the dump's line.
+	before, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := offmapRun(t, nil, "load", "--avg-value", "32", "--max-key", "100", dst, dump)
+	oneErrorLine(t, r, 2, "size flags conflict with the layout of "+dst+": --avg-value 32 but avg-value=16, --max-key 100 but max-key=256;")
+	r = offmapRun(t, nil, "load", "--mode", "0600", dst, dump)
+	oneErrorLine(t, r, 2, "--mode applies to a new map only, and "+dst+" exists")
+	if after, _ := os.ReadFile(dst); !bytes.Equal(before, after) {
+		t.Error("a refused load changed the file")
+	}
+	// Loading a dump of another layout into an existing map.
+	other := newMap(t, 5000, 16, 32)
+	if out := ok(t, "load", other, dump); !strings.HasPrefix(out, "loaded 50 entries into "+other+": 50 entries now, capacity 5000 entries") {
+		t.Errorf("load into a map of another layout: %q", out)
+	}
+}
+
+// layoutOfFile returns the layout of the map file at path.
+func layoutOfFile(t *testing.T, path string) layout {
+	t.Helper()
+	m, err := offmap.Open(path, offmap.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	return layoutOf(m.Stats())
 }

@@ -14,8 +14,9 @@
 //	offmap copy [--entries N ...] SRC DST
 //
 // Exit status: 0 on success; 1 for a negative answer (get or del of an
-// absent key, verify of a damaged file); 2 for an error (wrong arguments, a
-// missing or unreadable file, a failed operation). docs/CLI.md has more.
+// absent key, verify finding problems, a damaged file included); 2 for an
+// error (wrong arguments, a missing, foreign or unreadable file, a failed
+// operation). docs/CLI.md has more.
 package main
 
 import (
@@ -191,8 +192,9 @@ commands:
 	}
 	fmt.Fprint(w, `
 'offmap COMMAND --help' describes a command, with examples. Flags may come
-before or after the arguments; '--' ends them (for a key that starts with '-').
-Exit status: 0 success; 1 key absent (get, del) or file damaged (verify);
-2 error.
+before or after the arguments; '--' ends them (for a key that starts with
+'-'). Exit status: 0 success; 1 key absent (get, del) or problems found
+(verify); 2 usage, open or I/O error. docs/CLI.md has the conventions
+offmap shares with offqueue.
 `)
 }

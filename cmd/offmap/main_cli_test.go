@@ -31,6 +31,27 @@ func TestHelp(t *testing.T) {
 	fails(t, 2, `unknown command "frobnicate"`, "help", "frobnicate")
 }
 
+// TestHelpWidth: every line of the help fits in 80 columns: descriptions
+// of flags are wrapped between words, and long examples are continued
+// with a backslash, which a shell reads as one command.
+func TestHelpWidth(t *testing.T) {
+	helps := map[string]string{"help": ok(t, "help")}
+	for _, cmd := range commands {
+		helps[cmd.name] = ok(t, cmd.name, "--help")
+	}
+	for name, h := range helps {
+		for _, line := range strings.Split(h, "\n") {
+			if len(strings.ReplaceAll(line, "\t", "        ")) > 80 {
+				t.Errorf("offmap %s --help: a line wider than 80 columns: %q", name, line)
+			}
+		}
+	}
+	// A wrapped flag description goes on under the description column.
+	if !strings.Contains(helps["create"], "\n  --segments N         N independently locked segments (default: about one per\n                       1024 entries, at least 16)\n") {
+		t.Errorf("create --help:\n%s", helps["create"])
+	}
+}
+
 // TestBadArguments: wrong arguments to every command get one error line
 // and exit 2.
 func TestBadArguments(t *testing.T) {

@@ -1,414 +1,263 @@
 // Command offqueue inspects and feeds an offmap queue: dump its messages,
-// follow it like tail -f, print its statistics, append lines from stdin.
+// follow it like tail -f, print its statistics, verify it, append lines
+// from stdin.
 //
-//	offqueue dump [-hex] [-from INDEX] [-n COUNT] DIR
-//	offqueue follow [-hex] [-from start|end|INDEX] DIR
-//	offqueue stats DIR
+//	offqueue dump [--hex] [--json] [--from INDEX] [-n COUNT] DIR
+//	offqueue follow [--hex] [--json] [--from start|end|INDEX] DIR
+//	offqueue stats [--json] DIR
 //	offqueue verify DIR
 //	offqueue append DIR < lines
+//
+// Exit status: 0 on success; 1 when verify finds problems; 2 for an error
+// (wrong arguments, a missing directory or one that is not a queue, a
+// failed read or write). docs/CLI.md has more.
 package main
 
 import (
 	"bufio"
-	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"strconv"
 	"strings"
-	"syscall"
-	"unicode/utf8"
-
-	"github.com/offmap/offmap/queue"
 )
 
+// command is one verb: its help and the function that runs it.
 type command struct {
-	name, args, about, example string
-	run                        func(fs *flag.FlagSet, args []string, out io.Writer) error
-	flags                      func(fs *flag.FlagSet)
+	name     string
+	synopsis string // the arguments after the name
+	summary  string // one line, for the list of commands
+	help     string // what it does
+	examples string // one per line, each with a comment line above it
+	run      func(c *cli, args []string) error
 }
 
-var commands = []*command{dumpCmd, followCmd, statsCmd, verifyCmd, appendCmd}
+// commands lists the verbs in the order "offqueue help" shows them.
+var commands = []*command{&dumpCommand, &followCommand, &statsCommand, &verifyCommand, &appendCommand}
 
-// errUsage marks an error in the command line (exit status 2).
-var errUsage = errors.New("usage")
+// Exit statuses, as offmap's.
+const (
+	exitOK       = 0
+	exitNegative = 1 // verify found problems
+	exitError    = 2 // wrong arguments, missing or foreign queue, failed I/O
+)
 
-// errProblems marks a verify that found damage (exit status 1, and
-// nothing more printed: the problems are already on standard output).
-var errProblems = errors.New("problems found")
+// cli is what a command runs with.
+type cli struct {
+	cmd    *command
+	stdin  io.Reader
+	stdout *bufio.Writer
+	stderr io.Writer
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// run executes one command line and returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	defer out.Flush()
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "offqueue: no command given (see 'offqueue help')")
+		return exitError
 	}
-	for _, c := range commands {
-		if c.name != args[0] {
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) == 1 {
+			writeOverview(out)
+			return exitOK
+		}
+		args = []string{args[1], "--help"} // "offqueue help dump" is "offqueue dump --help"
+	}
+	cmd := lookup(args[0])
+	if cmd == nil {
+		fmt.Fprintf(stderr, "offqueue: unknown command %q (see 'offqueue help')\n", args[0])
+		return exitError
+	}
+	c := &cli{cmd: cmd, stdin: stdin, stdout: out, stderr: stderr}
+	err := cmd.run(c, args[1:])
+	if ferr := out.Flush(); err == nil && ferr != nil {
+		err = ferr
+	}
+	return c.exit(err)
+}
+
+func lookup(name string) *command {
+	for _, cmd := range commands {
+		if cmd.name == name {
+			return cmd
+		}
+	}
+	return nil
+}
+
+// exit prints err, if any, as one line and returns the exit status.
+func (c *cli) exit(err error) int {
+	if err == nil || errors.Is(err, errHelpShown) {
+		return exitOK
+	}
+	code := exitError
+	var ee *exitErr
+	if errors.As(err, &ee) {
+		code = ee.code
+		if ee.silent {
+			return code
+		}
+	}
+	fmt.Fprintf(c.stderr, "offqueue: %s: %s\n", c.cmd.name, message(err))
+	return code
+}
+
+// exitErr carries an exit status other than exitError.
+type exitErr struct {
+	code   int
+	err    error
+	silent bool // the command already reported it
+}
+
+func (e *exitErr) Error() string { return e.err.Error() }
+func (e *exitErr) Unwrap() error { return e.err }
+
+// negative makes err end the command with exit status 1.
+func negative(err error) error { return &exitErr{code: exitNegative, err: err} }
+
+// errProblems ends a verify that printed the problems it found.
+var errProblems = &exitErr{code: exitNegative, silent: true, err: errors.New("problems found")}
+
+// errHelpShown ends a command whose --help was printed.
+var errHelpShown = errors.New("help shown")
+
+// usageError is an error in the command line.
+func (c *cli) usageError(format string, args ...any) error {
+	return fmt.Errorf("%s (see 'offqueue %s --help')", fmt.Sprintf(format, args...), c.cmd.name)
+}
+
+// message is err as one line, without the "queue: " prefixes that the
+// library's errors carry, also when wrapped (the command line adds its
+// own). Only a prefix counts: at the start, or after ": ".
+func message(err error) string {
+	s := strings.TrimPrefix(err.Error(), "queue: ")
+	s = strings.ReplaceAll(s, ": queue: ", ": ")
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+func writeOverview(w io.Writer) {
+	fmt.Fprint(w, `offqueue dumps, follows, inspects, verifies and appends to offmap queues.
+
+usage: offqueue COMMAND [flags] DIR
+
+commands:
+`)
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-7s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprint(w, `
+'offqueue COMMAND --help' describes a command, with examples. Flags may come
+before or after the arguments; '--' ends them.
+Exit status: 0 success; 1 problems found (verify); 2 usage, open or I/O
+error. docs/CLI.md has the conventions offqueue shares with offmap.
+`)
+}
+
+// flags returns an empty flag set for the running command; parse fills it.
+func (c *cli) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet(c.cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parse reports errors as one line
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses args into fs and returns the positional arguments, of which
+// there must be between min and max. Flags may come before, between or
+// after the arguments; "--" ends them. An argument that looks like a
+// negative number ("-5") is positional.
+func (c *cli) parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') {
+			pos = append(pos, a)
 			continue
 		}
-		fs := flag.NewFlagSet("offqueue "+c.name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		if c.flags != nil {
-			c.flags(fs)
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
 		}
-		fs.Usage = func() {
-			fmt.Fprintf(stderr, "usage: offqueue %s %s\n\n%s\n\n", c.name, c.args, c.about)
-			fs.PrintDefaults()
-			fmt.Fprintf(stderr, "\nexample:\n  %s\n", c.example)
+		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
 		}
-		if err := fs.Parse(args[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		stdinReader = stdin
-		if err := c.run(fs, fs.Args(), stdout); err != nil {
-			if errors.Is(err, errProblems) {
-				return 1
-			}
-			fmt.Fprintf(stderr, "offqueue %s: %v\n", c.name, err)
-			if errors.Is(err, errUsage) {
-				return 2
-			}
-			return 1
-		}
-		return 0
 	}
-	fmt.Fprintf(stderr, "offqueue: unknown command %q (try offqueue --help)\n", args[0])
-	return 2
+	if err := fs.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeHelp(c.stdout, c.cmd, fs)
+			return nil, errHelpShown
+		}
+		return nil, c.usageError("%v", err)
+	}
+	if len(pos) < min || len(pos) > max {
+		return nil, c.usageError("wrong number of arguments; usage: offqueue %s %s", c.cmd.name, c.cmd.synopsis)
+	}
+	return pos, nil
 }
 
-var stdinReader io.Reader = os.Stdin
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: offqueue COMMAND [flags] DIR")
-	fmt.Fprintln(w, "\ncommands:")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-7s %s\n", c.name, strings.SplitN(c.about, "\n", 2)[0])
-	}
-	fmt.Fprintln(w, "\nRun offqueue COMMAND --help for its flags and an example.")
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
-func oneDir(args []string) (string, error) {
-	if len(args) != 1 {
-		return "", fmt.Errorf("%w: want one queue directory, got %d arguments", errUsage, len(args))
-	}
-	return args[0], nil
+// helpWidth is the width help text keeps within.
+const helpWidth = 80
+
+// writeHelp prints a command's --help: usage, description, flags, examples.
+func writeHelp(w io.Writer, cmd *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: offqueue %s %s\n\n%s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help))
+	first := true
+	fs.VisitAll(func(f *flag.Flag) {
+		if first {
+			fmt.Fprint(w, "\nflags:\n")
+			first = false
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		name := "--" + f.Name
+		if len(f.Name) == 1 {
+			name = "-" + f.Name
+		}
+		if arg != "" {
+			name += " " + arg
+		}
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		writeFlag(w, name, usage)
+	})
+	fmt.Fprintf(w, "\nexamples:\n%s\n", strings.TrimRight(cmd.examples, "\n"))
 }
 
-var (
-	hexOut   bool
-	fromFlag string
-	count    int
-)
-
-// printMsg writes one message as "index length payload": the payload as
-// text when it is printable UTF-8, else (or with -hex) as hex.
-func printMsg(w io.Writer, idx uint64, msg []byte) error {
-	c, s := queue.SplitIndex(idx)
-	var payload string
-	if !hexOut && printable(msg) {
-		payload = strconv.Quote(string(msg))
-	} else {
-		payload = hex.EncodeToString(msg)
+// writeFlag prints one flag of a --help, its description wrapped at word
+// boundaries within helpWidth columns.
+func writeFlag(w io.Writer, name, usage string) {
+	const indent = 2 + 20 + 1
+	line := fmt.Sprintf("  %-20s", name)
+	if len(line) > indent-1 {
+		fmt.Fprintln(w, line)
+		line = strings.Repeat(" ", indent-1)
 	}
-	_, err := fmt.Fprintf(w, "%d:%d\t%d\t%s\n", c, s, len(msg), payload)
-	return err
-}
-
-func printable(b []byte) bool {
-	if !utf8.Valid(b) {
-		return false
+	n := 0
+	for _, word := range strings.Fields(usage) {
+		if n > 0 && len(line)+1+len(word) > helpWidth {
+			fmt.Fprintln(w, line)
+			line, n = strings.Repeat(" ", indent-1), 0
+		}
+		line += " " + word
+		n++
 	}
-	for _, r := range string(b) {
-		if r < 0x20 && r != '\t' || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// parseIndex reads an index as CYCLE:SEQ or as one number.
-func parseIndex(s string) (uint64, error) {
-	if c, q, ok := strings.Cut(s, ":"); ok {
-		cv, err1 := strconv.ParseUint(c, 10, 32)
-		qv, err2 := strconv.ParseUint(q, 10, 32)
-		if err1 != nil || err2 != nil {
-			return 0, fmt.Errorf("%w: bad index %q (want CYCLE:SEQ)", errUsage, s)
-		}
-		return queue.Index(uint32(cv), uint32(qv)), nil
-	}
-	v, err := strconv.ParseUint(s, 0, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: bad index %q (want CYCLE:SEQ)", errUsage, s)
-	}
-	return v, nil
-}
-
-// position moves t as -from says.
-func position(t *queue.Tailer, from string) error {
-	switch from {
-	case "", "start":
-		return t.SeekStart()
-	case "end":
-		return t.SeekEnd()
-	}
-	idx, err := parseIndex(from)
-	if err != nil {
-		return err
-	}
-	return t.Seek(idx)
-}
-
-var dumpCmd = &command{
-	name:    "dump",
-	args:    "[-hex] [-from INDEX] [-n COUNT] DIR",
-	about:   "Print the queue's messages, one per line: CYCLE:SEQ, length, payload\n(quoted text, or hex when not printable or with -hex).",
-	example: "offqueue dump -from 20458:100 -n 10 /var/queues/orders",
-	flags: func(fs *flag.FlagSet) {
-		fs.BoolVar(&hexOut, "hex", false, "print every payload in hex")
-		fs.StringVar(&fromFlag, "from", "start", "first message: start, end or an index CYCLE:SEQ")
-		fs.IntVar(&count, "n", 0, "print at most this many messages (0: all)")
-	},
-	run: func(fs *flag.FlagSet, args []string, out io.Writer) error {
-		dir, err := oneDir(args)
-		if err != nil {
-			return err
-		}
-		q, t, err := openTail(dir, true)
-		if err != nil {
-			return err
-		}
-		defer q.Close()
-		if err := position(t, fromFlag); err != nil {
-			return err
-		}
-		w := bufio.NewWriter(out)
-		defer w.Flush()
-		for n := 0; count <= 0 || n < count; n++ {
-			idx, msg, err := t.Next()
-			if err == queue.ErrNoMessage {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if err := printMsg(w, idx, msg); err != nil {
-				return err
-			}
-		}
-		return nil
-	},
-}
-
-var followCmd = &command{
-	name:    "follow",
-	args:    "[-hex] [-from start|end|INDEX] DIR",
-	about:   "Print messages as they are appended, like tail -f, until interrupted.\nIt sleeps while the queue is idle and wakes within microseconds of an append.",
-	example: "offqueue follow -from end /var/queues/orders",
-	flags: func(fs *flag.FlagSet) {
-		fs.BoolVar(&hexOut, "hex", false, "print every payload in hex")
-		fs.StringVar(&fromFlag, "from", "end", "first message: start, end or an index CYCLE:SEQ")
-	},
-	run: func(fs *flag.FlagSet, args []string, out io.Writer) error {
-		dir, err := oneDir(args)
-		if err != nil {
-			return err
-		}
-		// Read-write when allowed: a read-only process cannot watch the
-		// doorbell, and would poll instead.
-		q, t, err := openTail(dir, false)
-		if err != nil {
-			return err
-		}
-		defer q.Close()
-		if err := position(t, fromFlag); err != nil {
-			return err
-		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		w := bufio.NewWriter(out)
-		defer w.Flush()
-		for {
-			if err := t.Wait(ctx, queue.Block); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			for {
-				idx, msg, err := t.Next()
-				if err == queue.ErrNoMessage {
-					break
-				}
-				if err != nil {
-					return err
-				}
-				if err := printMsg(w, idx, msg); err != nil {
-					return err
-				}
-			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-		}
-	},
-}
-
-var statsCmd = &command{
-	name:    "stats",
-	args:    "DIR",
-	about:   "Print the queue's settings, cycle files, writers and named tailers.",
-	example: "offqueue stats /var/queues/orders",
-	run: func(fs *flag.FlagSet, args []string, out io.Writer) error {
-		dir, err := oneDir(args)
-		if err != nil {
-			return err
-		}
-		q, err := queue.Open(dir, queue.Options{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer q.Close()
-		st, err := q.Stats()
-		if err != nil {
-			return err
-		}
-		w := bufio.NewWriter(out)
-		defer w.Flush()
-		fmt.Fprintf(w, "queue      %s\nformat     %d\nroll       %v\nspacing    %d\nmax cycle  %d bytes\ncreated    %s\n",
-			st.Dir, st.FormatVersion, st.Roll, st.IndexSpacing, st.MaxCycleSize, st.Created.UTC().Format("2006-01-02 15:04:05"))
-		fmt.Fprintf(w, "writers    %v\nwatchers   %d\n", st.Writers, st.Watchers)
-		var total uint64
-		fmt.Fprintf(w, "cycles     %d\n", len(st.Cycles))
-		for _, c := range st.Cycles {
-			state := "open"
-			if c.Sealed {
-				state = "sealed"
-			}
-			if c.Err != nil {
-				state = "error: " + c.Err.Error()
-			}
-			fmt.Fprintf(w, "  %-10d %10d messages %12d bytes used %12d file  %s\n", c.Cycle, c.Messages, c.BytesUsed, c.FileSize, state)
-			total += uint64(c.Messages)
-		}
-		fmt.Fprintf(w, "messages   %d\n", total)
-		for _, t := range st.Tailers {
-			pos := "nothing acknowledged"
-			if t.Any {
-				c, s := queue.SplitIndex(t.Acked)
-				pos = fmt.Sprintf("acknowledged up to %d:%d", c, s)
-			}
-			fmt.Fprintf(w, "tailer     %s: %s\n", t.Name, pos)
-		}
-		return nil
-	},
-}
-
-var verifyCmd = &command{
-	name:    "verify",
-	args:    "DIR",
-	about:   "Check every file of the queue without changing it: headers, the chain of\nslots in each cycle file, write hints, the sparse index, the links between\ncycles, writer leases and named tailers. Prints one line per problem and\nexits 1 if there is any; lists the indexes lost to writers that died\nmid-message (what a crash leaves, not damage). Safe while others append.",
-	example: "offqueue verify /var/queues/orders",
-	run: func(fs *flag.FlagSet, args []string, out io.Writer) error {
-		dir, err := oneDir(args)
-		if err != nil {
-			return err
-		}
-		q, err := queue.Open(dir, queue.Options{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer q.Close()
-		lost, err := q.Check()
-		var ce *queue.CheckError
-		if err != nil && !errors.As(err, &ce) {
-			return err
-		}
-		w := bufio.NewWriter(out)
-		defer w.Flush()
-		for _, r := range lost {
-			c, from := queue.SplitIndex(r.From)
-			fmt.Fprintf(w, "lost %d:%d-%d:%d (%d messages whose writer died)\n", c, from, c, from+uint32(r.To-r.From)-1, r.To-r.From)
-		}
-		if ce != nil {
-			for _, p := range ce.Problems {
-				fmt.Fprintln(w, p)
-			}
-			fmt.Fprintf(w, "%d problems\n", len(ce.Problems))
-			return errProblems
-		}
-		cs, _ := q.Cycles()
-		fmt.Fprintf(w, "ok: %d cycle files, no problems\n", len(cs))
-		return nil
-	},
-}
-
-var appendCmd = &command{
-	name:    "append",
-	args:    "DIR",
-	about:   "Append each line of standard input (without its newline) as a message,\ncreating the queue if needed, and print the index of the last one.",
-	example: "printf 'hello\\nworld\\n' | offqueue append /tmp/q",
-	run: func(fs *flag.FlagSet, args []string, out io.Writer) error {
-		dir, err := oneDir(args)
-		if err != nil {
-			return err
-		}
-		q, err := queue.Open(dir, queue.Options{})
-		if err != nil {
-			return err
-		}
-		defer q.Close()
-		sc := bufio.NewScanner(stdinReader)
-		sc.Buffer(make([]byte, 64<<10), 1<<30)
-		n := 0
-		var last uint64
-		for sc.Scan() {
-			if last, err = q.Append(sc.Bytes()); err != nil {
-				return err
-			}
-			n++
-		}
-		if err := sc.Err(); err != nil {
-			return err
-		}
-		if n > 0 {
-			c, s := queue.SplitIndex(last)
-			fmt.Fprintf(out, "appended %d messages, last %d:%d\n", n, c, s)
-		}
-		return nil
-	},
-}
-
-// openTail opens an existing queue (never creating one) and a tailer.
-func openTail(dir string, readOnly bool) (*queue.Queue, *queue.Tailer, error) {
-	if _, err := os.Stat(dir); err != nil {
-		return nil, nil, err
-	}
-	q, err := queue.Open(dir, queue.Options{ReadOnly: true})
-	if err == nil && !readOnly {
-		q.Close()
-		q, err = queue.Open(dir, queue.Options{})
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	t, err := q.Tailer()
-	if err != nil {
-		q.Close()
-		return nil, nil, err
-	}
-	return q, t, nil
+	fmt.Fprintln(w, line)
 }

@@ -71,26 +71,26 @@ func TestErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"dump", filepath.Join(dir, "missing")}, 1, "offqueue dump: stat"},
-		{[]string{"dump", dir}, 1, "offqueue dump: queue: open"},
-		{[]string{"stats"}, 2, "offqueue stats: usage: want one queue directory"},
-		{[]string{"dump", "-from", "x:y", dir}, 1, "offqueue dump:"},
+		{[]string{"dump", filepath.Join(dir, "missing")}, 2, "offqueue: dump: " + filepath.Join(dir, "missing") + ": no such directory"},
+		{[]string{"dump", dir}, 2, "offqueue: dump: open " + dir + ": directory is not a queue"},
+		{[]string{"stats"}, 2, "offqueue: stats: wrong number of arguments"},
+		{[]string{"dump", "-from", "x:y", dir}, 2, `offqueue: dump: --from "x:y" is not start, end or an index CYCLE:SEQ`},
 		{[]string{"frobnicate"}, 2, "offqueue: unknown command"},
-		{nil, 2, "usage: offqueue COMMAND"},
+		{nil, 2, "offqueue: no command given"},
 	}
 	for _, c := range cases {
-		_, errOut, code := offqueue(t, "", c.args...)
+		out, errOut, code := offqueue(t, "", c.args...)
 		if code != c.code || !strings.HasPrefix(errOut, c.msg) {
 			t.Errorf("%v: exit %d %q, want %d %q", c.args, code, errOut, c.code, c.msg)
 		}
-		if c.code == 1 && strings.Count(errOut, "\n") != 1 {
-			t.Errorf("%v: error is not one line: %q", c.args, errOut)
+		if strings.Count(errOut, "\n") != 1 || out != "" {
+			t.Errorf("%v: error is not one line on stderr alone: %q %q", c.args, out, errOut)
 		}
 	}
-	for _, sub := range []string{"dump", "follow", "stats", "append"} {
-		_, errOut, code := offqueue(t, "", sub, "--help")
-		if code != 0 || !strings.Contains(errOut, "usage: offqueue "+sub) || !strings.Contains(errOut, "example:") {
-			t.Errorf("%s --help: %d %q", sub, code, errOut)
+	for _, sub := range []string{"dump", "follow", "stats", "verify", "append"} {
+		out, errOut, code := offqueue(t, "", sub, "--help")
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: offqueue "+sub+" ") || !strings.Contains(out, "\nexamples:\n") {
+			t.Errorf("%s --help: %d %q %q", sub, code, out, errOut)
 		}
 	}
 }

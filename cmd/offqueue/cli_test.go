@@ -1,0 +1,419 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offmap/offmap/queue"
+)
+
+// newQueue appends lines (each a message) to a new queue and returns its
+// directory.
+func newQueue(t *testing.T, lines string) string {
+	t.Helper()
+	q := filepath.Join(t.TempDir(), "q")
+	if _, errOut, code := offqueue(t, lines, "append", q); code != 0 {
+		t.Fatalf("append: exit %d %q", code, errOut)
+	}
+	return q
+}
+
+// copyQueue copies the queue directory src to a new one.
+func copyQueue(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// damage rewrites part of the file name in dir.
+func damage(t *testing.T, dir, name string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cycleFile is the name of the queue's only cycle file.
+func cycleFile(t *testing.T, dir string) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.oq"))
+	if len(files) != 1 {
+		t.Fatalf("cycle files: %v", files)
+	}
+	return filepath.Base(files[0])
+}
+
+// TestExitCodes runs the error paths as a user meets them: 0 success; 1
+// problems found by verify; 2 for wrong arguments, a missing directory, one
+// that is not a queue, a damaged queue read by any command but verify, and
+// an index not in the queue. Every failure is one line on stderr.
+func TestExitCodes(t *testing.T) {
+	good := newQueue(t, "a\nb\nc\n")
+	tmp := t.TempDir()
+	missing := filepath.Join(tmp, "missing")
+	file := filepath.Join(tmp, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	notQueue := filepath.Join(tmp, "notqueue")
+	os.MkdirAll(notQueue, 0o755)
+	os.WriteFile(filepath.Join(notQueue, "data.txt"), []byte("x"), 0o644)
+
+	foreignMeta := copyQueue(t, good)
+	os.WriteFile(filepath.Join(foreignMeta, "queue.meta"), []byte("<html>not a queue</html>\n"), 0o644)
+	truncatedMeta := copyQueue(t, good)
+	os.Truncate(filepath.Join(truncatedMeta, "queue.meta"), 100)
+	corruptMeta := copyQueue(t, good)
+	damage(t, corruptMeta, "queue.meta", 20, []byte{0xde, 0xad, 0xbe, 0xef}) // inside the checksummed header
+	foreignCycle := copyQueue(t, good)
+	damage(t, foreignCycle, cycleFile(t, foreignCycle), 0, []byte("<html>"))
+	badHint := copyQueue(t, good)
+	// A write hint (offset 128) far past the end of the file.
+	damage(t, badHint, cycleFile(t, badHint), 128, []byte{0, 0, 0, 1, 9, 0, 0, 0})
+
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string // in the one line on stderr; "" for none
+	}{
+		// Success.
+		{[]string{"dump", good}, 0, ""},
+		{[]string{"stats", good}, 0, ""},
+		{[]string{"verify", good}, 0, ""},
+		{[]string{"help"}, 0, ""},
+		{[]string{"dump", "--help"}, 0, ""},
+		// Usage errors.
+		{nil, 2, "offqueue: no command given (see 'offqueue help')"},
+		{[]string{"frobnicate", good}, 2, `offqueue: unknown command "frobnicate"`},
+		{[]string{"help", "frobnicate"}, 2, `offqueue: unknown command "frobnicate"`},
+		{[]string{"dump"}, 2, "offqueue: dump: wrong number of arguments; usage: offqueue dump "},
+		{[]string{"verify", good, good}, 2, "offqueue: verify: wrong number of arguments"},
+		{[]string{"stats", "--bogus", good}, 2, "offqueue: stats: flag provided but not defined: -bogus (see 'offqueue stats --help')"},
+		{[]string{"dump", "--from", "yesterday", good}, 2, `offqueue: dump: --from "yesterday" is not start, end or an index CYCLE:SEQ`},
+		{[]string{"dump", "-n", "-3", good}, 2, "offqueue: dump: -n must not be negative"},
+		{[]string{"dump", "-n"}, 2, "offqueue: dump: flag needs an argument: -n"},
+		// Missing, not a directory, not a queue: never created.
+		{[]string{"dump", missing}, 2, missing + ": no such directory"},
+		{[]string{"stats", missing}, 2, missing + ": no such directory"},
+		{[]string{"verify", missing}, 2, missing + ": no such directory"},
+		{[]string{"follow", missing}, 2, missing + ": no such directory"},
+		{[]string{"dump", file}, 2, file + " is a file, not a queue directory"},
+		{[]string{"verify", notQueue}, 2, "open " + notQueue + ": directory is not a queue: no queue.meta"},
+		{[]string{"append", notQueue}, 2, "directory is not a queue: it holds data.txt but no queue.meta"},
+		// A damaged queue: an open or read error, but problems for verify.
+		{[]string{"dump", foreignMeta}, 2, "queue.meta: not a file of this kind: wrong magic number"},
+		{[]string{"stats", foreignMeta}, 2, "queue.meta: not a file of this kind"},
+		{[]string{"verify", foreignMeta}, 1, "offqueue: verify: open " + foreignMeta + ": queue.meta: not a file of this kind"},
+		{[]string{"dump", truncatedMeta}, 2, "queue.meta: file is truncated"},
+		{[]string{"verify", truncatedMeta}, 1, "queue.meta: file is truncated"},
+		{[]string{"dump", corruptMeta}, 2, "queue.meta"},
+		{[]string{"verify", corruptMeta}, 1, "queue.meta"},
+		{[]string{"dump", foreignCycle}, 2, "not a file of this kind: wrong magic number"},
+		{[]string{"verify", foreignCycle}, 1, ""}, // the problem is on stdout
+		{[]string{"verify", badHint}, 1, ""},
+		// An index not in the queue.
+		{[]string{"dump", "--from", "7:0", good}, 2, "offqueue: dump: --from 7:0: index not in the queue"},
+	} {
+		out, errOut, code := offqueue(t, "", c.args...)
+		if code != c.code {
+			t.Errorf("offqueue %q: exit %d, want %d\nstdout %q\nstderr %q", c.args, code, c.code, out, errOut)
+			continue
+		}
+		if c.msg == "" {
+			if errOut != "" {
+				t.Errorf("offqueue %q: stderr %q", c.args, errOut)
+			}
+			continue
+		}
+		if !strings.HasPrefix(errOut, "offqueue: ") || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.msg) {
+			t.Errorf("offqueue %q: stderr %q, want one line with %q", c.args, errOut, c.msg)
+		}
+		if out != "" && c.code == 2 {
+			t.Errorf("offqueue %q printed %q", c.args, out)
+		}
+	}
+	for _, dir := range []string{missing, file} {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			t.Errorf("a command created %s", dir)
+		}
+	}
+	out, _, _ := offqueue(t, "", "verify", foreignCycle)
+	if !strings.Contains(out, "not a file of this kind") || !strings.HasSuffix(out, "\n1 problems\n") {
+		t.Errorf("verify of a foreign cycle file: %q", out)
+	}
+}
+
+// TestDumpJSON: dump --json prints one JSON object per message, the
+// payload as text when it is UTF-8 and in hex otherwise or with --hex.
+func TestDumpJSON(t *testing.T) {
+	q := newQueue(t, "hello\n\xff\x00\nsay \"hi\"\t<b>\n\n")
+	type msg struct {
+		Index      string  `json:"index"`
+		Cycle      uint32  `json:"cycle"`
+		Seq        uint32  `json:"seq"`
+		Length     int     `json:"length"`
+		Payload    *string `json:"payload"`
+		PayloadHex *string `json:"payload_hex"`
+	}
+	decode := func(args ...string) []msg {
+		t.Helper()
+		out, errOut, code := offqueue(t, "", args...)
+		if code != 0 || errOut != "" {
+			t.Fatalf("offqueue %q: exit %d %q", args, code, errOut)
+		}
+		var msgs []msg
+		for _, line := range strings.SplitAfter(out, "\n") {
+			if line == "" {
+				continue
+			}
+			dec := json.NewDecoder(strings.NewReader(line))
+			dec.DisallowUnknownFields()
+			var m msg
+			if err := dec.Decode(&m); err != nil {
+				t.Fatalf("line %q: %v", line, err)
+			}
+			if dec.More() || !strings.HasSuffix(line, "}\n") {
+				t.Fatalf("line %q is not one JSON object", line)
+			}
+			msgs = append(msgs, m)
+		}
+		return msgs
+	}
+	text := func(s string) *string { return &s }
+	want := []msg{
+		{"0:0", 0, 0, 5, text("hello"), nil},
+		{"0:1", 0, 1, 2, nil, text("ff00")},
+		{"0:2", 0, 2, 12, text("say \"hi\"\t<b>"), nil},
+		{"0:3", 0, 3, 0, text(""), nil},
+	}
+	check := func(got, want []msg) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%d messages, want %d: %+v", len(got), len(want), got)
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.Index != w.Index || g.Cycle != w.Cycle || g.Seq != w.Seq || g.Length != w.Length ||
+				(g.Payload == nil) != (w.Payload == nil) || (g.PayloadHex == nil) != (w.PayloadHex == nil) ||
+				(g.Payload != nil && *g.Payload != *w.Payload) || (g.PayloadHex != nil && *g.PayloadHex != *w.PayloadHex) {
+				t.Errorf("message %d: %+v, want %+v", i, g, w)
+			}
+		}
+	}
+	check(decode("dump", "--json", q), want)
+	check(decode("dump", q, "--json", "--from", "0:1", "-n", "1"), want[1:2])
+	check(decode("dump", "--json", "--hex", q), []msg{
+		{"0:0", 0, 0, 5, nil, text("68656c6c6f")},
+		{"0:1", 0, 1, 2, nil, text("ff00")},
+		{"0:2", 0, 2, 12, nil, text("7361792022686922093c623e")},
+		{"0:3", 0, 3, 0, nil, text("")},
+	})
+	if got := decode("dump", "--json", "--from", "end", q); len(got) != 0 {
+		t.Errorf("dump --from end: %+v", got)
+	}
+}
+
+// TestStatsJSON: stats --json prints one object with the settings, the
+// cycle files, the message count and the named tailers.
+func TestStatsJSON(t *testing.T) {
+	q := newQueue(t, "a\nb\nc\n")
+	lib, err := queue.Open(q, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := lib.NamedTailer("billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tl.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tl.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lib.NamedTailer("audit"); err != nil {
+		t.Fatal(err)
+	}
+	lib.Close()
+
+	out, errOut, code := offqueue(t, "", "stats", "--json", q)
+	if code != 0 || errOut != "" {
+		t.Fatalf("stats --json: exit %d %q", code, errOut)
+	}
+	var st struct {
+		Dir           string    `json:"dir"`
+		FormatVersion int       `json:"format_version"`
+		Roll          string    `json:"roll"`
+		IndexSpacing  int       `json:"index_spacing"`
+		MaxCycleSize  int64     `json:"max_cycle_size"`
+		Created       time.Time `json:"created"`
+		Writers       []int     `json:"writers"`
+		Watchers      int       `json:"watchers"`
+		Cycles        []struct {
+			Cycle     uint32 `json:"cycle"`
+			File      string `json:"file"`
+			FileSize  int64  `json:"file_size"`
+			Messages  uint32 `json:"messages"`
+			BytesUsed int64  `json:"bytes_used"`
+			State     string `json:"state"`
+			Error     string `json:"error"`
+		} `json:"cycles"`
+		Messages uint64 `json:"messages"`
+		Tailers  []struct {
+			Name      string  `json:"name"`
+			AckedUpTo *string `json:"acknowledged_up_to"`
+		} `json:"tailers"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if dec.More() {
+		t.Fatalf("more than one object:\n%s", out)
+	}
+	if st.Dir != q || st.FormatVersion != 1 || st.Roll != "daily" || st.IndexSpacing != 64 || st.MaxCycleSize != 4<<30 ||
+		st.Messages != 3 || len(st.Writers) != 0 || st.Watchers != 0 {
+		t.Errorf("stats --json: %+v", st)
+	}
+	if age := time.Since(st.Created); age < 0 || age > time.Minute {
+		t.Errorf("created %v, %v ago", st.Created, age)
+	}
+	if !strings.Contains(out, `"created": "`+st.Created.Format("2006-01-02T15:04:05")) || !strings.Contains(out, `Z",`) {
+		t.Errorf("created is not RFC 3339 in UTC:\n%s", out)
+	}
+	if len(st.Cycles) != 1 {
+		t.Fatalf("cycles: %+v", st.Cycles)
+	}
+	c := st.Cycles[0]
+	if c.Cycle != 0 || c.File != cycleFile(t, q) || c.Messages != 3 || c.State != "open" || c.Error != "" || c.BytesUsed <= 0 || c.FileSize < c.BytesUsed {
+		t.Errorf("cycle: %+v", c)
+	}
+	if len(st.Tailers) != 2 {
+		t.Fatalf("tailers: %+v", st.Tailers)
+	}
+	for _, tl := range st.Tailers {
+		switch {
+		case tl.Name == "billing" && tl.AckedUpTo != nil && *tl.AckedUpTo == "0:1":
+		case tl.Name == "audit" && tl.AckedUpTo == nil:
+		default:
+			t.Errorf("tailer %q acknowledged up to %v", tl.Name, tl.AckedUpTo)
+		}
+	}
+	// The text form says the same.
+	text, _, _ := offqueue(t, "", "stats", q)
+	for _, want := range []string{
+		"created    " + st.Created.Format(time.RFC3339) + "\n",
+		"tailer     billing: acknowledged up to 0:1\n",
+		"tailer     audit: nothing acknowledged\n",
+		"messages   3\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("stats lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestFollowJSON: follow --json prints what dump --json does.
+func TestFollowJSON(t *testing.T) {
+	q := newQueue(t, "first\n")
+	cmd := exec.Command(bin, "follow", q, "--json", "--from", "start")
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Signal(os.Interrupt)
+	sc := bufio.NewScanner(out)
+	offqueue(t, "\xfe\n", "append", q)
+	for _, want := range []string{
+		`{"index":"0:0","cycle":0,"seq":0,"length":5,"payload":"first"}`,
+		`{"index":"0:1","cycle":0,"seq":1,"length":1,"payload_hex":"fe"}`,
+	} {
+		if !sc.Scan() || sc.Text() != want {
+			t.Fatalf("follow --json printed %q, want %q", sc.Text(), want)
+		}
+	}
+}
+
+// TestHelpText: the overview lists every command with its whole summary;
+// no help line is wider than 80 columns; the sample output in dump's help
+// and the indexes in the examples are what a new daily queue gives.
+func TestHelpText(t *testing.T) {
+	overview, _, code := offqueue(t, "", "help")
+	if code != 0 {
+		t.Fatal("help failed")
+	}
+	helps := map[string]string{"overview": overview}
+	for _, cmd := range commands {
+		if !strings.Contains(overview, "\n  "+cmd.name+" ") || !strings.Contains(overview, " "+cmd.summary+"\n") {
+			t.Errorf("the overview does not list %s: %s", cmd.name, cmd.summary)
+		}
+		for _, args := range [][]string{{cmd.name, "--help"}, {cmd.name, "-h"}, {"help", cmd.name}} {
+			out, errOut, code := offqueue(t, "", args...)
+			if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: offqueue "+cmd.name+" "+cmd.synopsis+"\n") ||
+				!strings.Contains(out, "\nexamples:\n  ") || !strings.Contains(out, " offqueue "+cmd.name+" ") {
+				t.Errorf("offqueue %q: exit %d, no usage line or example:\n%s%s", args, code, out, errOut)
+			}
+			helps[cmd.name] = out
+		}
+	}
+	for name, h := range helps {
+		for _, line := range strings.Split(h, "\n") {
+			if len(strings.ReplaceAll(line, "\t", "        ")) > 80 {
+				t.Errorf("%s: a line wider than 80 columns: %q", name, line)
+			}
+			if strings.HasSuffix(line, ",") && strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && name == "overview" {
+				t.Errorf("overview: a command's summary is cut: %q", line)
+			}
+		}
+	}
+
+	// What the help shows is what a new daily queue prints.
+	q := filepath.Join(t.TempDir(), "q")
+	out, _, _ := offqueue(t, "hello\n\xff\x00\n", "append", q)
+	if !strings.Contains(dumpCommand.help, "\n  0:0\t5\t\"hello\"\n  0:1\t2\tff00\n") {
+		t.Fatal("dump's help lost its sample output")
+	}
+	if dump, _, _ := offqueue(t, "", "dump", q); dump != "0:0\t5\t\"hello\"\n0:1\t2\tff00\n" {
+		t.Errorf("dump printed %q, unlike its help", dump)
+	}
+	var jsonSample []string
+	for _, line := range strings.Split(dumpCommand.help, "\n") {
+		if strings.HasPrefix(line, "  {") {
+			jsonSample = append(jsonSample, strings.TrimPrefix(line, "  ")+"\n")
+		}
+	}
+	if dump, _, _ := offqueue(t, "", "dump", "--json", q); dump != strings.Join(jsonSample, "") || len(jsonSample) != 2 {
+		t.Errorf("dump --json printed %q, its help shows %q", dump, jsonSample)
+	}
+	q2 := filepath.Join(t.TempDir(), "q")
+	out, _, _ = offqueue(t, "hello\nworld\n", "append", q2)
+	if !strings.Contains(appendCommand.examples, `# prints "`+strings.TrimSuffix(out, "\n")+`" on a new daily queue`) {
+		t.Errorf("append printed %q, unlike its example:\n%s", out, appendCommand.examples)
+	}
+	// Every index in the examples belongs to the first cycle, as the
+	// messages of a new daily queue do.
+	index := regexp.MustCompile(`\b(\d+):(\d+)\b`)
+	for _, cmd := range commands {
+		for _, m := range index.FindAllStringSubmatch(cmd.examples, -1) {
+			if m[1] != "0" {
+				t.Errorf("%s's example uses index %s, but a queue's first cycle is 0", cmd.name, m[0])
+			}
+		}
+	}
+}

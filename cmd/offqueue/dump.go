@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/offmap/offmap/queue"
+)
+
+// indexHelp explains the indexes that dump and follow print and that
+// --from takes.
+const indexHelp = `SEQ numbers the messages of one cycle file from 0. CYCLE numbers the roll
+cycles from 00:00 UTC on the day the queue was created: a daily queue's
+first file is cycle 0 and the next day's is cycle 1; an hourly queue
+created at 14:30 UTC starts at cycle 14. --from takes an index as printed.`
+
+var dumpCommand = command{
+	name:     "dump",
+	synopsis: "[--hex] [--json] [--from INDEX] [-n COUNT] DIR",
+	summary:  "print the queue's messages, one per line",
+	help: `Dump prints the queue's messages, oldest first, one per line: the index
+CYCLE:SEQ, the payload's length and the payload, as quoted text, or in
+hexadecimal when it is not printable text (always with --hex). The first
+two messages of a new daily queue:
+
+  0:0	5	"hello"
+  0:1	2	ff00
+
+` + indexHelp + `
+
+With --json each message is a JSON object on its own line, its payload in
+"payload" when it is UTF-8 text and in "payload_hex" otherwise (always
+with --hex):
+
+  {"index":"0:0","cycle":0,"seq":0,"length":5,"payload":"hello"}
+  {"index":"0:1","cycle":0,"seq":1,"length":2,"payload_hex":"ff00"}
+
+Dump opens the queue read-only and changes nothing.`,
+	examples: `  offqueue dump /var/queues/orders
+  # ten messages, from the 101st of the queue's first day
+  offqueue dump --from 0:100 -n 10 /var/queues/orders
+  # the text payloads, with jq
+  offqueue dump --json /var/queues/orders | jq -r .payload`,
+	run: runDump,
+}
+
+var followCommand = command{
+	name:     "follow",
+	synopsis: "[--hex] [--json] [--from start|end|INDEX] DIR",
+	summary:  "print messages as they are appended, like tail -f",
+	help: `Follow prints messages as dump does, one per line, and then waits for
+more, printing each as it is appended, like tail -f, until interrupted. It
+starts at the end (only new messages) unless --from says otherwise. It
+sleeps while the queue is idle and wakes within microseconds of an append.
+
+It opens the queue for writing when it may, so that appends by other
+processes wake it (a read-only follower polls), but appends nothing.`,
+	examples: `  offqueue follow /var/queues/orders
+  # from the first message, as JSON lines
+  offqueue follow --json --from start /var/queues/orders`,
+	run: runFollow,
+}
+
+// msgFormat says how dump and follow print a message.
+type msgFormat struct {
+	hex, json bool
+}
+
+func (f *msgFormat) define(fs *flag.FlagSet) {
+	fs.BoolVar(&f.hex, "hex", false, "print every payload in hexadecimal")
+	fs.BoolVar(&f.json, "json", false, "print JSON lines, one object per message")
+}
+
+func runDump(c *cli, args []string) error {
+	fs := c.flags()
+	var f msgFormat
+	f.define(fs)
+	from := fs.String("from", "start", "start, end or an `INDEX` CYCLE:SEQ")
+	count := fs.Int("n", 0, "print at most `COUNT` messages (0: all)")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *count < 0 {
+		return c.usageError("-n must not be negative")
+	}
+	seek, err := c.position(*from)
+	if err != nil {
+		return err
+	}
+	q, t, err := openTail(pos[0], true)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	if err := seek(t); err != nil {
+		return err
+	}
+	for n := 0; *count == 0 || n < *count; n++ {
+		idx, msg, err := t.Next()
+		if err == queue.ErrNoMessage {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := f.print(c.stdout, idx, msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runFollow(c *cli, args []string) error {
+	fs := c.flags()
+	var f msgFormat
+	f.define(fs)
+	from := fs.String("from", "end", "start, end or an `INDEX` CYCLE:SEQ")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	seek, err := c.position(*from)
+	if err != nil {
+		return err
+	}
+	// Read-write when allowed: a read-only process cannot watch the
+	// doorbell, and would poll instead.
+	q, t, err := openTail(pos[0], false)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	if err := seek(t); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for {
+		if err := t.Wait(ctx, queue.Block); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		for {
+			idx, msg, err := t.Next()
+			if err == queue.ErrNoMessage {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if err := f.print(c.stdout, idx, msg); err != nil {
+				return err
+			}
+		}
+		if err := c.stdout.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// formatIndex writes an index as CYCLE:SEQ.
+func formatIndex(idx uint64) string {
+	c, s := queue.SplitIndex(idx)
+	return fmt.Sprintf("%d:%d", c, s)
+}
+
+// msgJSON is one message of dump --json.
+type msgJSON struct {
+	Index      string  `json:"index"`
+	Cycle      uint32  `json:"cycle"`
+	Seq        uint32  `json:"seq"`
+	Length     int     `json:"length"`
+	Payload    *string `json:"payload,omitempty"`
+	PayloadHex *string `json:"payload_hex,omitempty"`
+}
+
+// print writes one message as "CYCLE:SEQ length payload", the payload as
+// quoted text when it is printable UTF-8, else (or with --hex) in hex; or
+// as a JSON object.
+func (f *msgFormat) print(w io.Writer, idx uint64, msg []byte) error {
+	if f.json {
+		c, s := queue.SplitIndex(idx)
+		j := msgJSON{Index: formatIndex(idx), Cycle: c, Seq: s, Length: len(msg)}
+		p := string(msg)
+		if f.hex || !utf8.Valid(msg) {
+			p = hex.EncodeToString(msg)
+			j.PayloadHex = &p
+		} else {
+			j.Payload = &p
+		}
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(j)
+	}
+	var payload string
+	if !f.hex && printable(msg) {
+		payload = strconv.Quote(string(msg))
+	} else {
+		payload = hex.EncodeToString(msg)
+	}
+	_, err := fmt.Fprintf(w, "%s\t%d\t%s\n", formatIndex(idx), len(msg), payload)
+	return err
+}
+
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIndex reads an index as CYCLE:SEQ or as one number.
+func parseIndex(s string) (uint64, bool) {
+	if c, q, ok := strings.Cut(s, ":"); ok {
+		cv, err1 := strconv.ParseUint(c, 10, 32)
+		qv, err2 := strconv.ParseUint(q, 10, 32)
+		if err1 != nil || err2 != nil {
+			return 0, false
+		}
+		return queue.Index(uint32(cv), uint32(qv)), true
+	}
+	v, err := strconv.ParseUint(s, 0, 64)
+	return v, err == nil
+}
+
+// position checks --from and returns what moves a tailer there.
+func (c *cli) position(from string) (func(*queue.Tailer) error, error) {
+	switch from {
+	case "start":
+		return (*queue.Tailer).SeekStart, nil
+	case "end":
+		return (*queue.Tailer).SeekEnd, nil
+	}
+	idx, ok := parseIndex(from)
+	if !ok {
+		return nil, c.usageError("--from %q is not start, end or an index CYCLE:SEQ", from)
+	}
+	return func(t *queue.Tailer) error {
+		if err := t.Seek(idx); err != nil {
+			return fmt.Errorf("--from %s: %w", from, err)
+		}
+		return nil
+	}, nil
+}

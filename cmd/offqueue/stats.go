@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/offmap/offmap/queue"
+)
+
+var statsCommand = command{
+	name:     "stats",
+	synopsis: "[--json] DIR",
+	summary:  "show the queue's settings, cycle files, writers and named tailers",
+	help: `Stats prints the queue's settings (format version, roll cycle, index
+spacing, the size limit of a cycle file, when it was created, in RFC 3339
+and UTC), the processes holding writer leases, how many processes watch
+for appends, one line per cycle file (its CYCLE number, messages, bytes
+used, file size, and whether it is open, sealed or unreadable), the total
+message count, and how far each named tailer has acknowledged.
+
+With --json it prints the same as one JSON object. It opens the queue
+read-only and changes nothing.`,
+	examples: `  offqueue stats /var/queues/orders
+  # the messages of each cycle file, with jq
+  offqueue stats --json /var/queues/orders | jq '.cycles[].messages'`,
+	run: runStats,
+}
+
+// statsJSON is stats --json's output.
+type statsJSON struct {
+	Dir           string       `json:"dir"`
+	FormatVersion int          `json:"format_version"`
+	Roll          string       `json:"roll"`
+	IndexSpacing  int          `json:"index_spacing"`
+	MaxCycleSize  int64        `json:"max_cycle_size"`
+	Created       time.Time    `json:"created"`
+	Writers       []int        `json:"writers"`  // pids holding a writer lease
+	Watchers      int          `json:"watchers"` // processes watching for appends
+	Cycles        []cycleJSON  `json:"cycles"`
+	Messages      uint64       `json:"messages"`
+	Tailers       []tailerJSON `json:"tailers"`
+}
+
+type cycleJSON struct {
+	Cycle     uint32 `json:"cycle"`
+	File      string `json:"file"`
+	FileSize  int64  `json:"file_size"`
+	Messages  uint32 `json:"messages"`
+	BytesUsed int64  `json:"bytes_used"`
+	State     string `json:"state"` // open, sealed or error
+	Error     string `json:"error,omitempty"`
+}
+
+type tailerJSON struct {
+	Name string `json:"name"`
+	// AckedUpTo is the index CYCLE:SEQ that the tailer will read first
+	// when opened again: every message before it is acknowledged. Null
+	// when nothing was.
+	AckedUpTo *string `json:"acknowledged_up_to"`
+}
+
+func runStats(c *cli, args []string) error {
+	fs := c.flags()
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	q, err := openQueue(pos[0])
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	st, err := q.Stats()
+	if err != nil {
+		return err
+	}
+	out := statsOf(st)
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	w := c.stdout
+	fmt.Fprintf(w, "queue      %s\nformat     %d\nroll       %s\nspacing    %d\nmax cycle  %d bytes\ncreated    %s\n",
+		out.Dir, out.FormatVersion, out.Roll, out.IndexSpacing, out.MaxCycleSize, out.Created.Format(time.RFC3339))
+	fmt.Fprintf(w, "writers    %v\nwatchers   %d\n", out.Writers, out.Watchers)
+	fmt.Fprintf(w, "cycles     %d\n", len(out.Cycles))
+	for _, c := range out.Cycles {
+		state := c.State
+		if c.Error != "" {
+			state = "error: " + c.Error
+		}
+		fmt.Fprintf(w, "  %-10d %10d messages %12d bytes used %12d file  %s\n", c.Cycle, c.Messages, c.BytesUsed, c.FileSize, state)
+	}
+	fmt.Fprintf(w, "messages   %d\n", out.Messages)
+	for _, t := range out.Tailers {
+		pos := "nothing acknowledged"
+		if t.AckedUpTo != nil {
+			pos = "acknowledged up to " + *t.AckedUpTo
+		}
+		fmt.Fprintf(w, "tailer     %s: %s\n", t.Name, pos)
+	}
+	return nil
+}
+
+func statsOf(st queue.Stats) statsJSON {
+	out := statsJSON{
+		Dir: st.Dir, FormatVersion: st.FormatVersion, Roll: st.Roll.String(),
+		IndexSpacing: st.IndexSpacing, MaxCycleSize: st.MaxCycleSize,
+		Created:  st.Created.UTC(),
+		Writers:  append([]int{}, st.Writers...),
+		Watchers: st.Watchers,
+		Cycles:   []cycleJSON{},
+		Tailers:  []tailerJSON{},
+	}
+	for _, c := range st.Cycles {
+		cj := cycleJSON{
+			Cycle: c.Cycle, File: filepath.Base(c.Path), FileSize: c.FileSize,
+			Messages: c.Messages, BytesUsed: c.BytesUsed, State: "open",
+		}
+		if c.Sealed {
+			cj.State = "sealed"
+		}
+		if c.Err != nil {
+			cj.State, cj.Error = "error", message(c.Err)
+		}
+		out.Cycles = append(out.Cycles, cj)
+		out.Messages += uint64(c.Messages)
+	}
+	for _, t := range st.Tailers {
+		tj := tailerJSON{Name: t.Name}
+		if t.Any {
+			s := formatIndex(t.Acked)
+			tj.AckedUpTo = &s
+		}
+		out.Tailers = append(out.Tailers, tj)
+	}
+	return out
+}
