@@ -14,7 +14,7 @@ import (
 // differs from the file's is an ErrOptionsMismatch.
 type Options struct {
 	// Entries is how many entries the map must hold. Required to create.
-	Entries int64
+	Entries int
 	// AverageKeySize and AverageValueSize, in bytes, size the entry space.
 	// Both are required to create a map.
 	AverageKeySize   int
@@ -115,20 +115,21 @@ func plan(o Options, seed uint64) (header, error) {
 		chunk *= 2
 	}
 
+	entries := int64(o.Entries)
 	segments := o.Segments
 	if segments == 0 {
 		segments = 1
-		for segments < maxSegments && o.Entries/int64(2*segments) >= targetPerSegment {
+		for segments < maxSegments && entries/int64(2*segments) >= targetPerSegment {
 			segments *= 2
 		}
 		if segments < smallMapSegments {
-			segments = int(min(smallMapSegments, max(1, o.Entries/minSmallSegment)))
+			segments = int(min(smallMapSegments, max(1, entries/minSmallSegment)))
 		}
 	}
 	if segments > maxSegments {
 		return h, invalid("Segments %d exceeds %d", segments, maxSegments)
 	}
-	perSeg := (o.Entries + int64(segments) - 1) / int64(segments)
+	perSeg := (entries + int64(segments) - 1) / int64(segments)
 	maxPer := perSeg + int64(math.Ceil(spreadSigmas*math.Sqrt(float64(perSeg)))) + 2
 	slots := int64(math.Ceil(float64(maxPer) / maxLoadFactor))
 	if slots > maxSlotsPerSeg {
@@ -186,7 +187,7 @@ func (o Options) checkAgainst(h *header) error {
 		opt, file int64
 	}
 	for _, p := range []pair{
-		{"Entries", o.Entries, int64(h.Entries)},
+		{"Entries", int64(o.Entries), int64(h.Entries)},
 		{"AverageKeySize", int64(o.AverageKeySize), int64(h.AvgKey)},
 		{"AverageValueSize", int64(o.AverageValueSize), int64(h.AvgValue)},
 		{"MaxKeySize", int64(o.MaxKeySize), int64(h.MaxKey)},

@@ -6,15 +6,16 @@ import (
 	"github.com/offmap/offmap/internal/shm"
 )
 
-// Stats describes a map's layout and fill.
+// Stats describes a map's layout and fill. Counts of entries are ints, as
+// Len and Options.Entries are; sizes in bytes are int64.
 type Stats struct {
 	Path             string
 	FormatVersion    int
 	FileSize         int64
 	Created          time.Time
-	Capacity         int64 // Entries the map was created for
-	Len              int64 // live entries
-	Detached         int64 // entries deleted while value handles pinned them
+	Capacity         int // Entries the map was created for
+	Len              int // live entries
+	Detached         int // entries deleted while value handles pinned them
 	AverageKeySize   int
 	AverageValueSize int
 	MaxKeySize       int
@@ -49,7 +50,7 @@ func (m *Map) Stats() Stats {
 		FormatVersion:    int(h.Version),
 		FileSize:         int64(h.FileSize),
 		Created:          time.Unix(0, h.Created),
-		Capacity:         int64(h.Entries),
+		Capacity:         int(h.Entries),
 		AverageKeySize:   int(h.AvgKey),
 		AverageValueSize: int(h.AvgValue),
 		MaxKeySize:       int(h.MaxKey),
@@ -80,8 +81,8 @@ func (m *Map) Stats() Stats {
 			ss.HolderDead = !shm.Alive(owner)
 		}
 		st.PerSegment[i] = ss
-		st.Len += int64(ss.Entries)
-		st.Detached += int64(ss.Detached)
+		st.Len += ss.Entries
+		st.Detached += ss.Detached
 		st.BytesUsed += ss.BytesUsed
 	}
 	return st

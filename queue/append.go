@@ -139,7 +139,7 @@ func (w *Writing) Commit() (uint64, error) {
 	ok := shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy)
 	c.release()
 	if !ok {
-		return 0, fmt.Errorf("%w: index %#x was skipped by a reader that judged its writer dead", ErrAbandoned, idx)
+		return 0, fmt.Errorf("%w: index %d:%d was skipped by a reader that judged its writer dead", ErrAbandoned, c.num, w.seq)
 	}
 	q.notify()
 	return idx, nil

@@ -347,7 +347,7 @@ func (t *Tailer) Seek(idx uint64) error {
 	cyc, seq := SplitIndex(idx)
 	c, _, err := t.q.acquire(cyc, false, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: %#x: no cycle file %s", ErrNotFound, idx, t.q.cycleName(cyc))
+		return fmt.Errorf("%w: %d:%d: no cycle file %s", ErrNotFound, cyc, seq, t.q.cycleName(cyc))
 	}
 	if err != nil {
 		return err
@@ -356,7 +356,7 @@ func (t *Tailer) Seek(idx uint64) error {
 	if err != nil {
 		c.release()
 		if errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("%w: %#x", err, idx)
+			return fmt.Errorf("%w: %d:%d", err, cyc, seq)
 		}
 		return err
 	}

@@ -48,7 +48,7 @@ type chain struct {
 // openCounters opens the counter map shared by every process of a run.
 func openCounters(dir string, instances int) (*offmap.Map, error) {
 	return offmap.Open(filepath.Join(dir, "counters.map"), offmap.Options{
-		Entries:          int64(instances*Services + 16),
+		Entries:          instances*Services + 16,
 		AverageKeySize:   13,
 		AverageValueSize: 8,
 	})

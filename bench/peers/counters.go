@@ -52,7 +52,7 @@ type offmapCounters struct {
 func openOffmapCounters(path string, n int, create, handles bool) (counterStore, error) {
 	opts := offmap.Options{}
 	if create {
-		opts = offmap.Options{Entries: int64(2 * n), AverageKeySize: 10, AverageValueSize: 8}
+		opts = offmap.Options{Entries: 2 * n, AverageKeySize: 10, AverageValueSize: 8}
 	}
 	m, err := offmap.Open(path, opts)
 	if err != nil {

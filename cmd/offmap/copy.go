@@ -80,7 +80,7 @@ func runCopy(c *cli, args []string) error {
 			os.Exit(130)
 		}
 	}()
-	n, err := copyEntries(c, src, dst, st.Len, *quiet)
+	n, err := copyEntries(c, src, dst, int64(st.Len), *quiet)
 	out := dst.Stats()
 	if err == nil {
 		err = dst.Sync()

@@ -44,7 +44,7 @@ func runDump(c *cli, args []string) error {
 		return err
 	}
 	// A progress bar would mix with entries printed on the terminal.
-	p := c.newProgress(*quiet || c.stdoutTTY, st.Len, "entries")
+	p := c.newProgress(*quiet || c.stdoutTTY, int64(st.Len), "entries")
 	var werr error
 	err = m.Range(func(k, v []byte) bool {
 		werr = d.write(k, v)

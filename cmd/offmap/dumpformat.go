@@ -183,7 +183,7 @@ func (d *dumpReader) comment(line string) error {
 		}
 		switch name {
 		case "entries":
-			l.entries = n
+			l.entries = int(n)
 		case "avg-key":
 			l.avgKey = int(n)
 		case "avg-value":

@@ -35,11 +35,11 @@ func TestExitCodes(t *testing.T) {
 	foreign := filepath.Join(dir, "foreign.map")
 	os.WriteFile(foreign, []byte("<html>not a map</html>\n"), 0o600)
 	corrupt := copyFile(t, good, func(b []byte) []byte {
-		b[rawReservedStart+4] ^= 0xff // checksummed: the header no longer matches its checksum
+		b[140] ^= 0xff // a reserved byte under the checksum: the header no longer matches its checksum
 		return b
 	})
 	problems := copyFile(t, good, func(b []byte) []byte {
-		b[rawReserved2Start+44] = 1 // not checksummed: the file opens, verify finds it
+		b[300] = 1 // a reserved byte past the checksum: the file opens, verify finds it
 		return b
 	})
 

@@ -143,7 +143,7 @@ func givenSizes(fs *flag.FlagSet) map[string]bool {
 func (l *layout) field(name string) int64 {
 	switch name {
 	case "entries":
-		return l.entries
+		return int64(l.entries)
 	case "avg-key":
 		return int64(l.avgKey)
 	case "avg-value":

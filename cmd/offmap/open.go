@@ -64,7 +64,7 @@ func isFileDamage(err error) bool {
 
 // layout holds the flags that size a new map (create, load, copy).
 type layout struct {
-	entries                    int64
+	entries                    int
 	avgKey, avgValue           int
 	maxKey, maxValue, segments int
 	mode                       octalMode
@@ -85,7 +85,7 @@ func (m *octalMode) Set(s string) error {
 }
 
 func (l *layout) define(fs *flag.FlagSet) {
-	fs.Int64Var(&l.entries, "entries", 0, "capacity: the map holds `N` entries")
+	fs.IntVar(&l.entries, "entries", 0, "capacity: the map holds `N` entries")
 	fs.IntVar(&l.avgKey, "avg-key", 0, "`BYTES` per key on average")
 	fs.IntVar(&l.avgValue, "avg-value", 0, "`BYTES` per value on average")
 	fs.IntVar(&l.maxKey, "max-key", 0, "`BYTES` of the largest key (at most 65535; default max(8 x avg-key, 256))")

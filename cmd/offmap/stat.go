@@ -35,9 +35,9 @@ type statJSON struct {
 	FormatVersion    int           `json:"format_version"`
 	FileSize         int64         `json:"file_size"`
 	Created          time.Time     `json:"created"`
-	Capacity         int64         `json:"capacity"`
-	Entries          int64         `json:"entries"`
-	Detached         int64         `json:"detached"`
+	Capacity         int           `json:"capacity"`
+	Entries          int           `json:"entries"`
+	Detached         int           `json:"detached"`
 	AverageKeySize   int           `json:"avg_key_size"`
 	AverageValueSize int           `json:"avg_value_size"`
 	MaxKeySize       int           `json:"max_key_size"`

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime/debug"
 
 	"github.com/offmap/offmap/offmap"
@@ -57,9 +56,12 @@ func runVerify(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := rawProblems(path, st)
+	raw, err := m.CheckFile()
 	if err != nil {
 		return err
+	}
+	for i := range raw {
+		raw[i] += " (recover cannot fix this; 'offmap copy' rewrites the file)"
 	}
 	problems = append(raw, problems...)
 	if len(problems) == 0 {
@@ -94,33 +96,6 @@ func check(m *offmap.Map, segments int, p *progress) (problems []string, err err
 		}
 		problems = append(problems, sp...)
 		p.Add(1)
-	}
-	return problems, nil
-}
-
-// rawProblems checks what offmap.Open and Check leave out: the header's
-// reserved bytes and the file's exact size.
-func rawProblems(path string, st offmap.Stats) ([]string, error) {
-	var problems []string
-	const rewrite = " (recover cannot fix this; 'offmap copy' rewrites the file)"
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h, err := readRawHeader(f)
-	if err != nil {
-		return nil, err
-	}
-	if off := h.reservedNonZero(); off >= 0 {
-		problems = append(problems, fmt.Sprintf("header: reserved byte at offset %d is not zero%s", off, rewrite))
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() != st.FileSize {
-		problems = append(problems, fmt.Sprintf("file is %d bytes, its header says %d%s", fi.Size(), st.FileSize, rewrite))
 	}
 	return problems, nil
 }
