@@ -74,7 +74,7 @@ type offmapStore struct {
 
 func openOffmap(dir string, entries int, handles bool) (Store, error) {
 	m, err := offmap.Open(filepath.Join(dir, "peers.map"), offmap.Options{
-		Entries: int64(entries), AverageKeySize: 16, AverageValueSize: 8,
+		Entries: entries, AverageKeySize: 16, AverageValueSize: 8,
 	})
 	if err != nil {
 		return nil, err
