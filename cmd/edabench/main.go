@@ -10,8 +10,10 @@
 //	edabench                          a short demo: one instance, about 10 s
 //	edabench run   [flags]            one setting
 //	edabench sweep [flags]            raise the instance count until p99.9 passes the SLA
+//	edabench chart [flags]            draw docs/charts/eda.csv: p99.9 against instances, and cost
 //
-// Run "edabench run -h" or "edabench sweep -h" for the flags.
+// Run "edabench run -h", "edabench sweep -h" or "edabench chart -h" for
+// the flags.
 package main
 
 import (
@@ -57,11 +59,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return sweep(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demo(ctx, stdout, stderr)
+	case "chart":
+		return chartCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (want run, sweep or no argument for the demo; -h for help)", args[0])
+	return fmt.Errorf("unknown command %q (want run, sweep, chart or no argument for the demo; -h for help)", args[0])
 }
 
 const usage = `edabench runs the EDA chain benchmark on offmap queues.
@@ -69,8 +73,10 @@ const usage = `edabench runs the EDA chain benchmark on offmap queues.
   edabench                  a short demo: one instance, about 10 seconds
   edabench run [flags]      one setting, e.g. edabench run -instances 100 -wait park
   edabench sweep [flags]    1, 10, 25, 50, 100, ... instances until p99.9 passes the SLA
+  edabench chart [flags]    draw the recorded results (docs/charts/eda.csv) as the study's
+                            Chart 1 (p99.9 against instances) and Chart 2 (cost)
 
-Run "edabench run -h" or "edabench sweep -h" for the flags.
+Run "edabench run -h", "edabench sweep -h" or "edabench chart -h" for the flags.
 `
 
 // settings are the flags common to run and sweep.
@@ -100,7 +106,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.runs, "runs", 3, "measured runs")
 	fs.DurationVar(&s.runLength, "run", 5*time.Second, "length of a run")
 	fs.StringVar(&s.dir, "dir", os.TempDir(), "directory for the queues and the counter map")
-	fs.BoolVar(&s.verbose, "v", false, "print each setting's runs and probes (JLBH style) and progress")
+	fs.BoolVar(&s.verbose, "v", false, "also print, on standard error, a progress line a second and each run's percentiles per probe (JLBH style, in us)")
 	fs.StringVar(&s.profile, "cpuprofile", "", "write a CPU profile of this process to this file")
 	fs.BoolVar(&s.probes, "service-probes", true, "also record the latency up to each service (five more samples per message)")
 	fs.StringVar(&s.pin, "pin", "auto", "bind each event loop to a CPU of its own (wait loop): on, off, or auto (on for all instances in one process at 250,000 msg/s or more)")
@@ -169,9 +175,25 @@ func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 	return cfg, nil
 }
 
+// parse parses a command's flags. -h prints the flags; a mistake is one
+// line that says what is wrong and where the flags are listed.
 func parse(fs *flag.FlagSet, args []string) error {
+	help := false
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		help = help || a == "-h" || a == "-help" || a == "--help" || a == "--h"
+	}
+	if !help {
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {}
+	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%v (%s -h lists the flags)", err, fs.Name())
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -186,16 +208,27 @@ func demo(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.Out = stdout
-	fmt.Fprintf(stdout, "EDA chain demo: 1 instance (sender, 5 services, receiver, 6 offmap queues) at %g msg/s, %s wait, about %v.\n\n",
-		cfg.Rate, cfg.Wait, cfg.Warmup+time.Duration(cfg.Runs)*cfg.RunLength)
+	cfg.Progress = stderr
+	describe(stdout, "1 instance", cfg)
 	r, err := eda.Run(ctx, cfg)
 	if err != nil {
-		return err
+		return interrupted(ctx, err)
 	}
-	fmt.Fprintln(stdout)
-	writeTable(stdout, []*eda.Result{r}, verdict{sla: 100 * time.Millisecond})
+	v := verdict{sla: 100 * time.Millisecond}
+	writeTable(stdout, []*eda.Result{r}, v)
+	writeRunResult(stdout, r, v)
+	fmt.Fprint(stdout, "\nNext: edabench run -instances 100 (one setting), edabench sweep (the largest count under the SLA);\n"+
+		"-v prints each run's percentiles as JLBH does, in us; -h lists the flags.\n")
 	return checked(r)
+}
+
+// interrupted names an interrupt as such rather than as a cancelled
+// context.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	return err
 }
 
 func runOne(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -203,7 +236,7 @@ func runOne(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	var s settings
 	s.register(fs)
-	instances := fs.Int("instances", 1, "instances (chains)")
+	n := fs.Int("instances", 1, "instances (chains)")
 	jsonOut := fs.String("json", "", "write the result as JSON to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: edabench run [flags]\n\nexample: edabench run -instances 100 -wait park -run 15s\n\nflags:")
@@ -212,7 +245,7 @@ func runOne(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := s.config(*instances, stderr)
+	cfg, err := s.config(*n, stderr)
 	if err != nil {
 		return err
 	}
@@ -220,12 +253,15 @@ func runOne(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	describe(stdout, instances(*n), cfg)
 	r, err := eda.Run(ctx, cfg)
 	stopProfile()
 	if err != nil {
-		return err
+		return interrupted(ctx, err)
 	}
-	writeTable(stdout, []*eda.Result{r}, verdict{sla: 100 * time.Millisecond})
+	v := verdict{sla: 100 * time.Millisecond}
+	writeTable(stdout, []*eda.Result{r}, v)
+	writeRunResult(stdout, r, v)
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, []*eda.Result{r}); err != nil {
 			return err

@@ -57,6 +57,9 @@ func TestBadArguments(t *testing.T) {
 		{"sweep", "-counts", "1,x"},
 		{"sweep", "-verdict", "mostly"},
 		{"run", "-pin", "sometimes"},
+		{"sweep", "-time-limit", "soon"},
+		{"chart", "-format", "gif"},
+		{"chart", "-data", "/no/such/file.csv"},
 	} {
 		_, stderr, err := edabench(t, args...)
 		if exitCode(err) == 0 {
@@ -86,8 +89,12 @@ func TestRunPrintsTableAndJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s%s", err, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "Instances") || !strings.Contains(stdout, "        3 ") {
+	if !strings.Contains(stdout, "instances") || !strings.Contains(stdout, "        3 ") {
 		t.Fatalf("no table row:\n%s", stdout)
+	}
+	checkLegend(t, stdout)
+	if !strings.Contains(flat(stdout), "Result: at 3 instances the chain meets the SLA") {
+		t.Fatalf("no result:\n%s", stdout)
 	}
 	var rs []eda.Result
 	b, _ := os.ReadFile(out)
@@ -110,8 +117,11 @@ func TestSweepWritesTableCSVAndChart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s%s", err, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "Largest instance count with p99.9 under 100ms: 4") {
-		t.Fatalf("no verdict:\n%s", stdout)
+	checkLegend(t, stdout)
+	// Every count passed: that is not a limit, and the result says so.
+	if !strings.Contains(flat(stdout), "Result: every count tried met the SLA, up to 4 instances") ||
+		!strings.Contains(flat(stdout), "The limit was not reached") {
+		t.Fatalf("no result:\n%s", stdout)
 	}
 	f, err := os.Open(filepath.Join(dir, "sweep.csv"))
 	if err != nil {
@@ -129,6 +139,92 @@ func TestSweepWritesTableCSVAndChart(t *testing.T) {
 	defer img.Close()
 	if cfg, err := png.DecodeConfig(img); err != nil || cfg.Width < 200 {
 		t.Fatalf("chart: %v %+v", err, cfg)
+	}
+}
+
+// flat joins wrapped lines, so that a test can look for a sentence.
+func flat(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// checkLegend checks that a table is followed by a legend explaining
+// each of its columns and verdicts, and that it prints one summary.
+func checkLegend(t *testing.T, out string) {
+	t.Helper()
+	for _, col := range []string{"instances", "messages", "latency", "CPU %", "runs ok", "SLA"} {
+		if !strings.Contains(out, "\n  "+col+" ") {
+			t.Errorf("legend does not explain %q:\n%s", col, out)
+		}
+	}
+	for _, mark := range []string{"meets:", "fails:", "lost:", "- :", "corrected:", "uncorrected:"} {
+		if !strings.Contains(out, mark) {
+			t.Errorf("legend does not explain %q:\n%s", mark, out)
+		}
+	}
+	if n := strings.Count(out, "Result:"); n != 1 {
+		t.Errorf("%d summaries, want 1:\n%s", n, out)
+	}
+}
+
+// TestSweepTimeLimit: a sweep stopped by -time-limit says so, prints
+// what it measured, and reports no limit it did not find.
+func TestSweepTimeLimit(t *testing.T) {
+	dir := t.TempDir()
+	// A setting takes 1.1 s and more: the first fits in 2.2 s, the second
+	// cannot start before 1.1 s and would end after 2.2 s.
+	stdout, stderr, err := edabench(t, append([]string{"sweep", "-counts", "1,2,3", "-time-limit", "2.2s", "-out", dir}, quick(dir)...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr)
+	}
+	checkLegend(t, stdout)
+	for _, want := range []string{"Result: cut short by -time-limit 2.2s: 2 instances would not have finished within it.",
+		"1 instance, the largest count that met the SLA", "is not a limit found: the limit is 1 or more."} {
+		if !strings.Contains(flat(stdout), want) {
+			t.Errorf("missing %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "limit lies") || strings.Contains(stdout, "        2 ") {
+		t.Errorf("reports a setting or a limit it did not measure:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sweep.csv")); err != nil {
+		t.Errorf("no CSV for the settings measured: %v", err)
+	}
+
+	// A limit shorter than the first setting: nothing runs, and it says so.
+	stdout, stderr, err = edabench(t, append([]string{"sweep", "-counts", "1,2", "-time-limit", "500ms", "-out", dir}, quick(dir)...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr)
+	}
+	if !strings.Contains(flat(stdout), "Result: cut short by -time-limit 500ms: 1 instance would not have finished within it. No count met the SLA") {
+		t.Errorf("no cut-short result:\n%s", stdout)
+	}
+}
+
+// TestChartCommand draws the checked-in data file into a directory of
+// its own.
+func TestChartCommand(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, err := edabench(t, "chart", "-data", filepath.Join("..", "..", defaultData), "-out", dir)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr)
+	}
+	for _, name := range []string{"eda-p999.png", "eda-cost.png"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width < 1000 || cfg.Height < 600 {
+			t.Errorf("%s: %v %+v", name, err, cfg)
+		}
+	}
+	if !strings.Contains(stdout, "Chronicle Queue (the study)") || !strings.Contains(stdout, "Wrote ") {
+		t.Errorf("no cost table:\n%s", stdout)
+	}
+	if _, _, err := edabench(t, "chart", "-data", filepath.Join("..", "..", defaultData), "-out", dir, "-format", "svg"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "eda-p999.svg")); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Errorf("SVG: %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,12 +13,38 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/offmap/offmap/bench/eda"
 )
 
 const defaultCounts = "1,10,25,50,100,150,200,250,300,375,500,750,1000,1500,2000"
+
+// Why a sweep ended. Only stopFailed finds a limit: a count that met the
+// SLA followed by the next count, which failed it.
+type stopReason int
+
+const (
+	stopFailed    stopReason = iota // a count failed the SLA
+	stopEnd                         // every count tried met it
+	stopSaturated                   // the CPU passed -saturation while the SLA was met
+	stopLost                        // a setting lost messages or counts
+	stopTime                        // -time-limit
+	stopError                       // a setting could not run, or the sweep was interrupted
+)
+
+// sweepEnd is how a sweep ended.
+type sweepEnd struct {
+	reason     stopReason
+	at         int           // the count it ended at (failed, saturated, lost, or not run)
+	cpu        float64       // stopSaturated: the CPU at that count, % of one core
+	saturation float64       // stopSaturated: the -saturation limit, % of all cores
+	cores      int           // stopSaturated: cores of the machine
+	limit      time.Duration // stopTime: -time-limit
+	started    bool          // stopTime: the setting at was started and stopped
+	err        error         // stopError
+}
 
 func sweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("edabench sweep", flag.ContinueOnError)
@@ -29,6 +56,7 @@ func sweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&v.sla, "sla", 100*time.Millisecond, "p99.9 (corrected) a setting must stay under")
 	fs.StringVar(&v.over, "verdict", "all", "p99.9 judged over all runs pooled (all) or in the median run (median: steadier on a noisy machine; use an odd -runs)")
 	saturation := fs.Float64("saturation", 95, "stop once CPU exceeds this % of all cores")
+	timeLimit := fs.Duration("time-limit", 0, "stop the sweep after this long, even mid-setting (0: no limit)")
 	out := fs.String("out", ".", "directory for sweep.json, sweep.csv and sweep.png")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: edabench sweep [flags]\n\nexample: edabench sweep -wait park -run 15s -out results\n\nflags:")
@@ -47,51 +75,138 @@ func sweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("cannot use -out %s: %v", *out, err)
 	}
-	cores := float64(runtime.NumCPU())
+	first, err := s.config(list[0], stderr)
+	if err != nil {
+		return err
+	}
+	describe(stdout, strings.Join(strings.Split(*counts, ","), ", ")+" instances in turn", first)
+	results, end := runSweep(ctx, s, v, list, *saturation, *timeLimit, stderr)
+	if len(results) > 0 {
+		writeTable(stdout, results, v)
+	}
+	writeSweepResult(stdout, results, end, v)
+	if len(results) > 0 {
+		if err := writeJSON(filepath.Join(*out, "sweep.json"), results); err != nil {
+			return err
+		}
+		if err := writeCSV(filepath.Join(*out, "sweep.csv"), results, v); err != nil {
+			return err
+		}
+		if err := writeChart(filepath.Join(*out, "sweep.png"), results, v,
+			fmt.Sprintf("EDA chain on offmap queues: %s wait, %s", s.wait, placementText(first.Placement))); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nWrote %s, %s and %s\n", filepath.Join(*out, "sweep.json"), filepath.Join(*out, "sweep.csv"), filepath.Join(*out, "sweep.png"))
+	}
+	switch end.reason {
+	case stopLost:
+		return fmt.Errorf("sweep cut short at %s: messages lost", instances(end.at))
+	case stopError:
+		return fmt.Errorf("sweep cut short at %s: %w", instances(end.at), end.err)
+	}
+	return nil
+}
+
+// runSweep runs the counts in turn until one fails the SLA, and says why
+// it stopped.
+func runSweep(ctx context.Context, s settings, v verdict, list []int, saturation float64, limit time.Duration, stderr io.Writer) ([]*eda.Result, sweepEnd) {
+	cores := runtime.NumCPU()
+	start := time.Now()
+	tctx := ctx
+	if limit > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithDeadline(ctx, start.Add(limit))
+		defer cancel()
+	}
 	var results []*eda.Result
-	best := 0
 	for _, n := range list {
 		cfg, err := s.config(n, stderr)
 		if err != nil {
-			return err
+			return results, sweepEnd{reason: stopError, at: n, err: err}
 		}
-		fmt.Fprintf(stderr, "%d instances ...\n", n)
-		r, err := eda.Run(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("%d instances: %w", n, err)
+		length := cfg.Warmup + time.Duration(cfg.Runs)*cfg.RunLength
+		if limit > 0 && time.Since(start)+length > limit {
+			return results, sweepEnd{reason: stopTime, at: n, limit: limit}
+		}
+		fmt.Fprintf(stderr, "%s, about %s ...\n", instances(n), durationText(length))
+		r, err := eda.Run(tctx, cfg)
+		switch {
+		case ctx.Err() != nil:
+			return results, sweepEnd{reason: stopError, at: n, err: errors.New("interrupted")}
+		case tctx.Err() != nil:
+			return results, sweepEnd{reason: stopTime, at: n, limit: limit, started: true}
+		case err != nil:
+			return results, sweepEnd{reason: stopError, at: n, err: err}
 		}
 		results = append(results, r)
-		pass := v.meets(r)
-		if pass {
-			best = n
-		}
-		runs := ""
-		if k, n := v.runsMeeting(r); n > 0 {
-			runs = fmt.Sprintf(" (%d of %d runs under the SLA)", k, n)
-		}
-		fmt.Fprintf(stderr, "  p99.9 %.2f ms%s, cpu %.0f%%, %s\n", ms(r.EndToEnd.P999), runs, r.CPU.Percent, map[bool]string{true: "meets the SLA", false: "fails the SLA"}[pass])
-		if !pass || r.CPU.Percent > *saturation*cores {
-			break
+		fmt.Fprintf(stderr, "  %s, CPU %.0f %% of one core: %s\n", v.p999Text(r), r.CPU.Percent, v.mark(r))
+		switch {
+		case !r.OK():
+			return results, sweepEnd{reason: stopLost, at: n}
+		case !v.meets(r):
+			return results, sweepEnd{reason: stopFailed, at: n}
+		case r.CPU.Percent > saturation*float64(cores):
+			return results, sweepEnd{reason: stopSaturated, at: n, cpu: r.CPU.Percent, saturation: saturation, cores: cores}
 		}
 	}
-	writeTable(stdout, results, v)
-	if best > 0 {
-		fmt.Fprintf(stdout, "\nLargest instance count with p99.9 under %v: %d (%s wait, %s placement, %s)\n", v.sla, best, s.wait, s.placement, v)
-	} else {
-		fmt.Fprintf(stdout, "\nNo instance count met p99.9 under %v (%s)\n", v.sla, v)
+	return results, sweepEnd{reason: stopEnd, at: list[len(list)-1]}
+}
+
+// writeSweepResult prints the sweep's one summary: the limit it found,
+// or why it found none.
+func writeSweepResult(w io.Writer, rs []*eda.Result, end sweepEnd, v verdict) {
+	if len(rs) > 0 { // after the table's legend
+		fmt.Fprintln(w)
 	}
-	if err := writeJSON(filepath.Join(*out, "sweep.json"), results); err != nil {
-		return err
+	wrap(w, "Result: "+sweepResult(rs, end, v), resultWidth)
+}
+
+// sweepResult says what a sweep found. Only a count that met the SLA
+// followed by one that failed it is a limit; a sweep that ends otherwise
+// says so, and what the largest passing count means then.
+func sweepResult(rs []*eda.Result, end sweepEnd, v verdict) string {
+	var best *eda.Result // the largest count that met the SLA
+	for _, r := range rs {
+		if v.meets(r) {
+			best = r
+		}
 	}
-	if err := writeCSV(filepath.Join(*out, "sweep.csv"), results, v); err != nil {
-		return err
+	sla := slaText(v.sla)
+	notALimit := "No count met the SLA before it: no limit was found."
+	if best != nil {
+		notALimit = fmt.Sprintf("%s, the largest count that met the SLA (%s), is not a limit found: the limit is %s or more.",
+			instances(best.Instances), v.p999Text(best), count(int64(best.Instances)))
 	}
-	if err := writeChart(filepath.Join(*out, "sweep.png"), results, v.sla,
-		fmt.Sprintf("EDA chain on offmap queues: %s wait, %s placement", s.wait, s.placement)); err != nil {
-		return err
+	switch end.reason {
+	case stopFailed:
+		last := rs[len(rs)-1]
+		if best == nil {
+			return fmt.Sprintf("no count met the SLA: at %s, the first count tried, %s, %s or more.",
+				instances(last.Instances), v.p999Text(last), sla)
+		}
+		limit := fmt.Sprintf("the limit lies from %d to %d instances", best.Instances, last.Instances-1)
+		if last.Instances-1 == best.Instances {
+			limit = "the limit is " + instances(best.Instances)
+		}
+		return fmt.Sprintf("%s met the SLA (%s, under %s), and %s, the next count tried, failed it (%s): %s.",
+			instances(best.Instances), v.p999Text(best), sla, count(int64(last.Instances)), v.p999Text(last), limit)
+	case stopEnd:
+		return fmt.Sprintf("every count tried met the SLA, up to %s (%s). The limit was not reached: it is %s or more; add larger counts to -counts.",
+			instances(best.Instances), v.p999Text(best), count(int64(best.Instances)))
+	case stopSaturated:
+		return fmt.Sprintf("stopped at %s: the SLA was met, but the CPU reached %.0f %% of one core, over -saturation %g %% of the %d cores, so the next count was not tried. %s",
+			instances(end.at), end.cpu, end.saturation, end.cores, notALimit)
+	case stopLost:
+		return fmt.Sprintf("cut short at %s: messages were lost or counts were wrong (%s), a fault, not a latency limit. %s",
+			instances(end.at), lostText(rs[len(rs)-1]), notALimit)
+	case stopTime:
+		how := "would not have finished within it"
+		if end.started {
+			how = "was stopped when the time was up"
+		}
+		return fmt.Sprintf("cut short by -time-limit %s: %s %s. %s", durationText(end.limit), instances(end.at), how, notALimit)
 	}
-	fmt.Fprintf(stdout, "Wrote %s, %s and %s\n", filepath.Join(*out, "sweep.json"), filepath.Join(*out, "sweep.csv"), filepath.Join(*out, "sweep.png"))
-	return nil
+	return fmt.Sprintf("cut short at %s: %v. %s", instances(end.at), end.err, notALimit)
 }
 
 // A verdict says whether a setting meets the SLA: every message intact
@@ -153,29 +268,6 @@ func runP999s(r *eda.Result) []int64 {
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
-
-// writeTable prints the results in the shape of the study's Table 2, with
-// the uncorrected figures beside the corrected ones.
-func writeTable(w io.Writer, rs []*eda.Result, v verdict) {
-	fmt.Fprintln(w, "                     corrected for coordinated omission     uncorrected (as the study)")
-	fmt.Fprintln(w, "Instances  Messages  Median    99%   99.9%   Worst      Median    99%   99.9%   Worst    CPU   Runs ok")
-	for _, r := range rs {
-		mark := " "
-		if !v.meets(r) {
-			mark = "*"
-		}
-		c, u := r.EndToEnd, r.Uncorrected
-		runsOK := "-" // no run long enough for a p99.9 of its own
-		if k, n := v.runsMeeting(r); n > 0 {
-			runsOK = fmt.Sprintf("%d/%d", k, n)
-		}
-		fmt.Fprintf(w, "%9d %9d %7.2f %6.2f %7.2f%s %7.2f    %7.2f %6.2f %7.2f %7.2f  %5.1f%%  %4s\n",
-			r.Instances, r.Messages(), ms(c.P50), ms(c.P99), ms(c.P999), mark, ms(c.Worst),
-			ms(u.P50), ms(u.P99), ms(u.P999), ms(u.Worst), r.CPU.Percent, runsOK)
-	}
-	fmt.Fprintf(w, "Latencies in ms (p99.9 over all runs pooled); CPU in %% of one core (all processes);\n"+
-		"* fails p99.9 < %v (%s) or lost messages; Runs ok: runs with their own p99.9 under it\n", v.sla, v)
-}
 
 func writeJSON(path string, rs []*eda.Result) error {
 	b, err := json.MarshalIndent(rs, "", "  ")

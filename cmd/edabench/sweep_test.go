@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +79,111 @@ func TestPinSetting(t *testing.T) {
 		}
 		if cfg.PinLoops != c.want {
 			t.Errorf("-pin %s, %s placement, %d instances: pinned %v, want %v", c.pin, c.placement, c.instances, cfg.PinLoops, c.want)
+		}
+	}
+}
+
+// TestSweepResult: a sweep reports a limit only when a count that met
+// the SLA is followed by one that failed it; every other ending says why
+// it ended and that the largest passing count is not a limit.
+func TestSweepResult(t *testing.T) {
+	const ms = time.Millisecond
+	v := verdict{sla: 100 * ms, over: "all"}
+	at := func(n int, p999 time.Duration) *eda.Result {
+		r := result(p999)
+		r.Instances = n
+		return r
+	}
+	lost := at(300, 20*ms)
+	lost.Delivered--
+	for _, c := range []struct {
+		name     string
+		rs       []*eda.Result
+		end      sweepEnd
+		want     []string
+		notLimit bool
+	}{
+		{"limit found", []*eda.Result{at(200, 20*ms), at(300, 40*ms), at(500, 900*ms)}, sweepEnd{reason: stopFailed, at: 500},
+			[]string{"300 instances met the SLA (p99.9 40.00 ms over all runs pooled, under 100 ms)", "500, the next count tried, failed it (p99.9 900.00 ms",
+				"the limit lies from 300 to 499 instances."}, false},
+		{"limit found between neighbours", []*eda.Result{at(4, 20*ms), at(5, 200*ms)}, sweepEnd{reason: stopFailed, at: 5},
+			[]string{"the limit is 4 instances."}, false},
+		{"first count fails", []*eda.Result{at(1, 120*ms)}, sweepEnd{reason: stopFailed, at: 1},
+			[]string{"no count met the SLA: at 1 instance, the first count tried, p99.9 120.00 ms"}, false},
+		{"every count passes", []*eda.Result{at(1, 2*ms), at(10, 3*ms)}, sweepEnd{reason: stopEnd, at: 10},
+			[]string{"every count tried met the SLA, up to 10 instances", "The limit was not reached: it is 10 or more"}, false},
+		{"saturated", []*eda.Result{at(1, 2*ms), at(50, 30*ms)}, sweepEnd{reason: stopSaturated, at: 50, cpu: 196, saturation: 95, cores: 2},
+			[]string{"stopped at 50 instances: the SLA was met, but the CPU reached 196 % of one core, over -saturation 95 % of the 2 cores"}, true},
+		{"lost messages", []*eda.Result{at(200, 20*ms), lost}, sweepEnd{reason: stopLost, at: 300},
+			[]string{"cut short at 300 instances: messages were lost", "sent 10, delivered 9", "a fault, not a latency limit"}, true},
+		{"time limit before a count", []*eda.Result{at(200, 20*ms)}, sweepEnd{reason: stopTime, at: 300, limit: 10 * time.Minute},
+			[]string{"cut short by -time-limit 10m: 300 instances would not have finished within it."}, true},
+		{"time limit during a count", []*eda.Result{at(200, 20*ms)}, sweepEnd{reason: stopTime, at: 300, limit: 90 * time.Second, started: true},
+			[]string{"cut short by -time-limit 1m30s: 300 instances was stopped when the time was up."}, true},
+		{"error", []*eda.Result{at(200, 20*ms)}, sweepEnd{reason: stopError, at: 300, err: errors.New("child 3 exited during the run")},
+			[]string{"cut short at 300 instances: child 3 exited during the run."}, true},
+		{"interrupted before any count", nil, sweepEnd{reason: stopError, at: 1, err: errors.New("interrupted")},
+			[]string{"cut short at 1 instance: interrupted. No count met the SLA before it: no limit was found."}, false},
+	} {
+		got := sweepResult(c.rs, c.end, v)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q\nlacks %q", c.name, got, w)
+			}
+		}
+		if c.notLimit && !strings.Contains(got, "200 instances, the largest count that met the SLA (p99.9 20.00 ms over all runs pooled), is not a limit found: the limit is 200 or more.") &&
+			!strings.Contains(got, "50 instances, the largest count that met the SLA") {
+			t.Errorf("%s: %q\ndoes not say the largest passing count is no limit", c.name, got)
+		}
+		if c.end.reason != stopFailed && strings.Contains(got, "limit lies") {
+			t.Errorf("%s: reports a limit it did not find: %q", c.name, got)
+		}
+	}
+}
+
+// TestTableLegend: every column of the table and every verdict is
+// explained under it, in the units the table prints.
+func TestTableLegend(t *testing.T) {
+	const ms = time.Millisecond
+	r := result(40*ms, 30*ms, 50*ms)
+	r.Instances = 2
+	var b strings.Builder
+	writeTable(&b, []*eda.Result{r}, verdict{sla: 100 * ms, over: "median"})
+	out := b.String()
+	lines := strings.Split(out, "\n")
+	header := strings.Fields(lines[1])
+	for _, col := range []string{"instances", "messages", "p50", "p99", "p99.9", "worst", "CPU", "runs", "SLA"} {
+		if !slices.Contains(header, col) {
+			t.Errorf("header lacks %q: %q", col, lines[1])
+		}
+	}
+	if !strings.Contains(lines[0], "latency in ms, corrected") || !strings.Contains(lines[0], "latency in ms, uncorrected") {
+		t.Errorf("no unit over the latency columns: %q", lines[0])
+	}
+	for _, want := range []string{"in ms: 50th, 99th and 99.9th percentile, and the worst", "in % of one core",
+		"meets: p99.9 (corrected, median run) under 100 ms", "fails: p99.9 100 ms or more", "lost: messages lost",
+		"- : runs of fewer than 10,000 messages"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("legend lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(lines[2], "2/2") || !strings.HasSuffix(lines[2], "meets") {
+		t.Errorf("row: %q", lines[2])
+	}
+	for i, l := range lines {
+		if strings.TrimRight(l, " ") != l {
+			t.Errorf("line %d ends in blanks: %q", i+1, l)
+		}
+	}
+}
+
+func TestMsText(t *testing.T) {
+	for ns, want := range map[int64]string{
+		0: "0", 1_660: "0.00166", 67_400: "0.0674", 520_000: "0.520", 1_000_000: "1.00",
+		33_160_000: "33.16", 1_266_680_000: "1266.68",
+	} {
+		if got := msText(ns); got != want {
+			t.Errorf("msText(%d) = %q, want %q", ns, got, want)
 		}
 	}
 }
