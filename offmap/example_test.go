@@ -118,3 +118,38 @@ func ExampleMap_Update() {
 	fmt.Println(string(v))
 	// Output: /,/docs,/pricing
 }
+
+// Conditional updates are one locked step each, in every process: here a
+// lease that only its holder may renew or give up.
+func ExampleMap_CompareAndSwap() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 16})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+
+	lease := []byte("leader")
+	took, err := m.PutIfAbsent(lease, []byte("node-a"))
+	fmt.Println("node-a takes the lease:", took, err)
+	took, err = m.PutIfAbsent(lease, []byte("node-b"))
+	fmt.Println("node-b takes the lease:", took, err)
+
+	moved, err := m.CompareAndSwap(lease, []byte("node-b"), []byte("node-c"))
+	fmt.Println("node-b hands it on:", moved, err)
+	moved, err = m.CompareAndSwap(lease, []byte("node-a"), []byte("node-c"))
+	fmt.Println("node-a hands it on:", moved, err)
+
+	gone, err := m.CompareAndDelete(lease, []byte("node-a"))
+	fmt.Println("node-a gives it up:", gone, err)
+	gone, err = m.CompareAndDelete(lease, []byte("node-c"))
+	fmt.Println("node-c gives it up:", gone, err)
+	// Output:
+	// node-a takes the lease: true <nil>
+	// node-b takes the lease: false <nil>
+	// node-b hands it on: false <nil>
+	// node-a hands it on: true <nil>
+	// node-a gives it up: false <nil>
+	// node-c gives it up: true <nil>
+}

@@ -149,6 +149,7 @@ func TestZeroAllocations(t *testing.T) {
 		"Has":            func() { _, _ = m.Has(k) },
 		"Int64.Add":      func() { h.Add(1) },
 		"Update counter": func() { _ = m.Update(k, incr) },
+		"Delete and Put": func() { _, _ = m.Delete(k); _ = m.Put(k, v) },
 	} {
 		if n := testing.AllocsPerRun(1000, f); n != 0 {
 			t.Errorf("%s: %v allocations per call", name, n)

@@ -265,7 +265,7 @@ func (m *Map) deleteLocked(s *segment, pos uint32, w uint64, e entry) {
 // their home and their position. Each move writes the new place before the
 // old one is overwritten, so a crash at any point leaves every entry
 // reachable, at worst twice (repairLocked removes the duplicate).
-func removeSlot(slots slotTable, i uint32) {
+func removeSlot[T slotTable](slots T, i uint32) {
 	n := slots.Len()
 	hole := i
 	k := i

@@ -61,6 +61,10 @@ func tour(path string) error {
 	if err != nil {
 		return err
 	}
+	swapped, err := m.CompareAndSwap(key, []byte("hello!"), []byte("hi")) // also PutIfAbsent, Replace, CompareAndDelete
+	if err != nil || !swapped {
+		return fmt.Errorf("CompareAndSwap: %v, %v", swapped, err)
+	}
 	for k, v := range m.All() { // or m.Range(func(k, v []byte) bool { ... })
 		fmt.Printf("%s=%s\n", k, v)
 	}
