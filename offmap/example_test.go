@@ -153,3 +153,28 @@ func ExampleMap_CompareAndSwap() {
 	// node-a gives it up: false <nil>
 	// node-c gives it up: true <nil>
 }
+
+// A set keeps keys only: here, the request ids a fleet of processes has
+// already handled, so that a retried request is done once.
+func ExampleSet() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	seen, err := offmap.OpenSet(path, offmap.Options{Entries: 10_000, AverageKeySize: 16})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer seen.Close()
+	for _, id := range []string{"req-1", "req-2", "req-1"} {
+		first, err := seen.Add([]byte(id))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(id, "first time:", first)
+	}
+	fmt.Println(seen.Len(), "ids")
+	// Output:
+	// req-1 first time: true
+	// req-2 first time: true
+	// req-1 first time: false
+	// 2 ids
+}

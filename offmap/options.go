@@ -37,6 +37,8 @@ type Options struct {
 	// process (a dead holder is taken over within about a second
 	// whatever this says). Zero means 30 s; negative means no limit.
 	LockTimeout time.Duration
+
+	set bool // opened by OpenSet: keys only
 }
 
 const (
@@ -83,8 +85,10 @@ func plan(o Options, seed uint64) (header, error) {
 		return h, invalid("Entries must be positive to create a map (got %d)", o.Entries)
 	case o.AverageKeySize <= 0:
 		return h, invalid("AverageKeySize must be positive to create a map (got %d)", o.AverageKeySize)
-	case o.AverageValueSize <= 0:
-		return h, invalid("AverageValueSize must be positive to create a map (got %d)", o.AverageValueSize)
+	case o.set && (o.AverageValueSize != 0 || o.MaxValueSize != 0):
+		return h, invalid("a set has no values: AverageValueSize and MaxValueSize must be 0")
+	case !o.set && o.AverageValueSize <= 0:
+		return h, invalid("AverageValueSize must be positive to create a map (got %d; OpenSet makes a set, with no values)", o.AverageValueSize)
 	case o.MaxKeySize < 0 || o.MaxValueSize < 0 || o.Segments < 0:
 		return h, invalid("sizes must not be negative")
 	}
@@ -93,7 +97,7 @@ func plan(o Options, seed uint64) (header, error) {
 		maxKey = min(max(8*o.AverageKeySize, defaultMaxFloor), maxKeyLimit)
 	}
 	maxValue := o.MaxValueSize
-	if maxValue == 0 {
+	if maxValue == 0 && !o.set {
 		maxValue = min(max(8*o.AverageValueSize, defaultMaxFloor), maxValueLimit)
 	}
 	switch {
