@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/offmap/offmap/offmap"
 )
@@ -177,4 +178,35 @@ func ExampleSet() {
 	// req-2 first time: true
 	// req-1 first time: false
 	// 2 ids
+}
+
+// ClientStats is laid over a value in the file: its atomic fields are
+// shared by every process that acquires the key.
+type ClientStats struct {
+	Requests, Bytes atomic.Int64
+	ByStatus        [6]atomic.Uint32 // 1xx .. 5xx
+}
+
+// A value of several counters, updated in place by any process (Chronicle
+// Map issue 56: two counters in one value), with no copy and no Put.
+func ExampleAcquire() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 1000, AverageKeySize: 16, AverageValueSize: 48})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+
+	st, err := offmap.Acquire[ClientStats](m, []byte("client-42"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range []struct{ status, size int }{{200, 512}, {404, 64}, {200, 2048}} {
+		st.Requests.Add(1)
+		st.Bytes.Add(int64(r.size))
+		st.ByStatus[r.status/100].Add(1)
+	}
+	fmt.Println(st.Requests.Load(), st.Bytes.Load(), st.ByStatus[2].Load(), st.ByStatus[4].Load())
+	// Output: 3 2624 2 1
 }

@@ -14,12 +14,20 @@ import (
 // every process has closed the map: its writes are simply no longer
 // visible through the map. It never writes into another key's value.
 
-var zeros [8]byte
+// zeros is the value of a new entry that a handle is acquired on.
+var zeros [4096]byte
+
+func zeroValue(size int) []byte {
+	if size <= len(zeros) {
+		return zeros[:size]
+	}
+	return make([]byte, size)
+}
 
 // acquire returns the value bytes of key, creating the entry with a zero
 // value of size bytes when absent, and pins it.
 func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
-	if err := m.checkSizes(key, zeros[:size]); err != nil {
+	if err := m.checkSizes(key, zeroValue(size)); err != nil {
 		return nil, err
 	}
 	var value []byte
@@ -37,7 +45,7 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 			return m.corrupt(s, "a lookup met an entry outside the segment")
 		default:
 			var err error
-			if e, err = m.insertLocked(s, pos, h, key, zeros[:size], slotPinned); err != nil {
+			if e, err = m.insertLocked(s, pos, h, key, zeroValue(size), slotPinned); err != nil {
 				return err
 			}
 		}
