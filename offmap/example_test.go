@@ -1,6 +1,7 @@
 package offmap_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log"
 	"os"
@@ -209,4 +210,45 @@ func ExampleAcquire() {
 	}
 	fmt.Println(st.Requests.Load(), st.Bytes.Load(), st.ByStatus[2].Load(), st.ByStatus[4].Load())
 	// Output: 3 2624 2 1
+}
+
+// Several keys in one step: a transfer between two accounts, which may
+// live in different segments. ViewKeys reads both at one instant, so the
+// total it sees is always right, even while transfers run in other
+// goroutines or processes.
+func ExampleMap_UpdateKeys() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 8})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	cents := func(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
+	alice, bob := []byte("alice"), []byte("bob")
+	if err := m.Put(alice, cents(500)); err != nil {
+		log.Fatal(err)
+	}
+	if err := m.Put(bob, cents(100)); err != nil {
+		log.Fatal(err)
+	}
+
+	err = m.UpdateKeys([][]byte{alice, bob}, func(v [][]byte, found []bool) ([][]byte, []offmap.Op) {
+		a, b := binary.LittleEndian.Uint64(v[0]), binary.LittleEndian.Uint64(v[1])
+		if a < 200 {
+			return nil, []offmap.Op{offmap.OpNone, offmap.OpNone} // not enough: change nothing
+		}
+		return [][]byte{cents(a - 200), cents(b + 200)}, []offmap.Op{offmap.OpPut, offmap.OpPut}
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = m.ViewKeys([][]byte{alice, bob}, func(v [][]byte, found []bool) {
+		a, b := binary.LittleEndian.Uint64(v[0]), binary.LittleEndian.Uint64(v[1])
+		fmt.Println(a, b, a+b)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output: 300 300 600
 }

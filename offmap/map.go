@@ -241,5 +241,14 @@ func (m *Map) lock(s *segment) error {
 
 // Writers bump the segment version to odd before their first change and
 // back to even after the last, so optimistic readers can tell.
-func beginChange(s *segment) { s.hdr.version.Add(1) }
-func endChange(s *segment)   { s.hdr.version.Add(1) }
+func beginChange(s *segment) {
+	if !s.inTx {
+		s.hdr.version.Add(1)
+	}
+}
+
+func endChange(s *segment) {
+	if !s.inTx {
+		s.hdr.version.Add(1)
+	}
+}

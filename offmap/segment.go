@@ -51,6 +51,9 @@ type segment struct {
 	hdr   *segmentHeader
 	slots []atomic.Uint64
 	area  []byte
+	// inTx: a multi-key update holds the version odd for all of its
+	// changes; the single changes inside it leave the version alone.
+	inTx bool
 }
 
 func (m *Map) segment(i uint32) segment {

@@ -1,0 +1,224 @@
+package offmap
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Several keys at once, as Chronicle Map's multi-key contexts: UpdateKeys
+// changes them in one step and ViewKeys reads them at one instant. Each
+// takes the segments' locks, or checks their versions, in segment order,
+// so that no two callers in any processes wait for each other in a cycle.
+
+// UpdateKeys is Update over several keys at once. It locks the segments
+// of all the keys, in segment order, runs fn once with each key's value
+// (copies, valid during the call; found[i] false when keys[i] is absent),
+// and applies what fn returns: for each key an Op and, for OpPut, its new
+// value. While it runs, the segments' versions stay odd, so readers
+// (Get, ViewKeys) see either none of the changes or all of them: a
+// transfer between two counters never shows a sum that is off.
+//
+// A key may appear once. Values that value handles point into (see
+// AcquireInt64) change under the handles without any lock, so UpdateKeys
+// refuses them with ErrValueSize; use the handles, or Update. If a
+// change fails (ErrFull), the changes before it stay made and the error
+// says which key failed. A process killed inside UpdateKeys leaves each
+// key either changed or not (each change is crash-safe on its own, and
+// the next writer repairs the segments), but not necessarily all of them.
+func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) ([][]byte, []Op)) error {
+	for i, k := range keys {
+		if len(k) > int(m.hdr.MaxKey) {
+			return m.checkSizes(k, nil)
+		}
+		for _, prev := range keys[:i] {
+			if string(prev) == string(k) {
+				return fmt.Errorf("offmap: UpdateKeys: key %q appears twice", k)
+			}
+		}
+	}
+	if err := m.enterWrite(); err != nil {
+		return err
+	}
+	defer m.exitWrite()
+	segs, hashes := m.segmentsOf(keys)
+	for i := range segs {
+		if err := m.lock(&segs[i]); err != nil {
+			for j := range i {
+				segs[j].hdr.lock.Unlock()
+			}
+			return err
+		}
+	}
+	defer func() {
+		for i := range segs {
+			segs[i].hdr.lock.Unlock()
+		}
+	}()
+
+	vals := make([][]byte, len(keys))
+	found := make([]bool, len(keys))
+	for i, k := range keys {
+		s := segOf(segs, hashes[i].seg)
+		_, w, e, ok, bad := m.find(s, k, hashes[i])
+		switch {
+		case ok && handleWord(w, e):
+			return fmt.Errorf("%w: UpdateKeys: value handles point into the value of %q; use them, or Update", ErrValueSize, k)
+		case ok:
+			vals[i], found[i] = loadValue(nil, s, e), true
+		case bad:
+			return m.corrupt(s, "a lookup met an entry outside the segment")
+		}
+	}
+	news, ops := fn(vals, found)
+	if len(ops) != len(keys) || len(news) != len(keys) {
+		return fmt.Errorf("offmap: UpdateKeys: fn returned %d values and %d ops for %d keys", len(news), len(ops), len(keys))
+	}
+	for i, op := range ops {
+		switch op {
+		case OpNone, OpDelete:
+		case OpPut:
+			if err := m.checkSizes(keys[i], news[i]); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("offmap: UpdateKeys: unknown Op %d", op)
+		}
+	}
+
+	// Odd versions over every change: readers wait or retry until all are
+	// made.
+	for i := range segs {
+		beginChange(&segs[i])
+		segs[i].inTx = true
+	}
+	defer func() {
+		for i := range segs {
+			segs[i].inTx = false
+			endChange(&segs[i])
+		}
+	}()
+	for i, k := range keys {
+		if ops[i] == OpNone {
+			continue
+		}
+		s := segOf(segs, hashes[i].seg)
+		pos, w, e, ok, _ := m.find(s, k, hashes[i])
+		var err error
+		switch {
+		case ops[i] == OpDelete && ok:
+			m.deleteLocked(s, pos, w, e)
+		case ops[i] == OpPut && ok:
+			err = m.updateLocked(s, pos, w, e, news[i])
+		case ops[i] == OpPut:
+			_, err = m.insertLocked(s, pos, hashes[i], k, news[i], 0)
+		}
+		if err != nil {
+			return fmt.Errorf("offmap: UpdateKeys: key %q: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// ViewKeys reads several keys at one instant: fn gets each key's value
+// (copies, valid during the call; found[i] false when keys[i] is absent)
+// as they all were together at some moment during the call, even while
+// UpdateKeys changes them. Like Get it takes no lock, unless writers keep
+// the segments busy.
+func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	segs, hashes := m.segmentsOf(keys)
+	vals := make([][]byte, len(keys))
+	found := make([]bool, len(keys))
+	versions := make([]uint64, len(segs))
+	var since time.Time
+	for try := 0; ; try++ {
+		busy := -1
+		for i := range segs {
+			if versions[i] = segs[i].hdr.version.Load(); versions[i]&1 != 0 {
+				busy = i
+				break
+			}
+		}
+		if busy < 0 {
+			clean := true
+			for i, k := range keys {
+				vals[i], found[i] = vals[i][:0], false
+				if len(k) > int(m.hdr.MaxKey) {
+					continue
+				}
+				s := segOf(segs, hashes[i].seg)
+				_, _, e, ok, bad := m.find(s, k, hashes[i])
+				if bad {
+					clean = false // a torn read, or damage: look again
+					break
+				}
+				if ok {
+					vals[i], found[i] = loadValue(vals[i], s, e), true
+				}
+			}
+			for i := range segs {
+				if !clean || segs[i].hdr.version.Load() != versions[i] {
+					busy, clean = i, false
+					break
+				}
+			}
+			if clean {
+				fn(vals, found)
+				return nil
+			}
+		}
+		quiescent, err := m.readStep(&segs[busy], try, &since)
+		if err != nil {
+			return err
+		}
+		if quiescent {
+			// A read-only process behind a dead writer: read the
+			// segments as they were left.
+			for i, k := range keys {
+				vals[i], found[i] = vals[i][:0], false
+				if len(k) > int(m.hdr.MaxKey) {
+					continue
+				}
+				s := segOf(segs, hashes[i].seg)
+				if _, _, e, ok, _ := m.find(s, k, hashes[i]); ok {
+					vals[i], found[i] = loadValue(vals[i], s, e), true
+				}
+			}
+			fn(vals, found)
+			return nil
+		}
+		if m.closed.Load() {
+			return ErrClosed
+		}
+	}
+}
+
+// segmentsOf returns the distinct segments of keys, in segment order,
+// and each key's hash.
+func (m *Map) segmentsOf(keys [][]byte) ([]segment, []keyHash) {
+	hashes := make([]keyHash, len(keys))
+	var idx []uint32
+	for i, k := range keys {
+		hashes[i] = m.hash(k)
+		idx = append(idx, hashes[i].seg)
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	segs := make([]segment, len(idx))
+	for i, n := range idx {
+		segs[i] = m.segment(n)
+	}
+	return segs, hashes
+}
+
+func segOf(segs []segment, n uint32) *segment {
+	for i := range segs {
+		if segs[i].idx == int(n) {
+			return &segs[i]
+		}
+	}
+	panic("offmap: segment not locked")
+}
