@@ -143,3 +143,51 @@ func ExampleQueue_PrefetchAppend() {
 	fmt.Println(st.Cycles[0].Messages, "messages in the last queue")
 	// Output: 100 messages in the last queue
 }
+
+// The last messages of a queue, as tail -n shows the last lines, and the
+// queue read backwards.
+func ExampleTailer_SeekLast() {
+	dir, err := os.MkdirTemp("", "events")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	q, err := queue.Open(dir, queue.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	for i := range 10 {
+		if _, err := q.Append(fmt.Appendf(nil, "event %d", i)); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	t, err := q.Tailer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close()
+	if err := t.SeekLast(3); err != nil {
+		log.Fatal(err)
+	}
+	for _, msg := range t.All() {
+		fmt.Println(string(msg))
+	}
+	for range 2 {
+		_, msg, err := t.Prev()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("back to", string(msg))
+	}
+	n, err := q.Count()
+	fmt.Println(n, "messages", err)
+	// Output:
+	// event 7
+	// event 8
+	// event 9
+	// back to event 9
+	// back to event 8
+	// 10 messages <nil>
+}

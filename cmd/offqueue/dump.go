@@ -26,7 +26,7 @@ created at 14:30 UTC starts at cycle 14. --from takes an index as printed.`
 
 var dumpCommand = command{
 	name:     "dump",
-	synopsis: "[--hex] [--json] [--from INDEX] [-n COUNT] DIR",
+	synopsis: "[--hex] [--json] [--from INDEX | --last N] [-n COUNT] DIR",
 	summary:  "print the queue's messages, one per line",
 	help: `Dump prints the queue's messages, oldest first, one per line: the index
 CYCLE:SEQ, the payload's length and the payload, as quoted text, or in
@@ -49,6 +49,8 @@ Dump opens the queue read-only and changes nothing.`,
 	examples: `  offqueue dump /var/queues/orders
   # ten messages, from the 101st of the queue's first day
   offqueue dump --from 0:100 -n 10 /var/queues/orders
+  # the last five messages, as tail -n 5 prints the last lines
+  offqueue dump --last 5 /var/queues/orders
   # the text payloads, with jq
   offqueue dump --json /var/queues/orders | jq -r .payload`,
 	run: runDump,
@@ -56,18 +58,21 @@ Dump opens the queue read-only and changes nothing.`,
 
 var followCommand = command{
 	name:     "follow",
-	synopsis: "[--hex] [--json] [--from start|end|INDEX] DIR",
+	synopsis: "[--hex] [--json] [--from start|end|INDEX | -n N] DIR",
 	summary:  "print messages as they are appended, like tail -f",
 	help: `Follow prints messages as dump does, one per line, and then waits for
 more, printing each as it is appended, like tail -f, until interrupted. It
-starts at the end (only new messages) unless --from says otherwise. It
+starts at the end (only new messages) unless --from says otherwise, or
+-n N, which first prints the last N messages, as tail -n N -f does. It
 sleeps while the queue is idle and wakes within microseconds of an append.
 
 It opens the queue for writing when it may, so that appends by other
 processes wake it (a read-only follower polls), but appends nothing.`,
 	examples: `  offqueue follow /var/queues/orders
   # from the first message, as JSON lines
-  offqueue follow --json --from start /var/queues/orders`,
+  offqueue follow --json --from start /var/queues/orders
+  # the last ten messages, then every new one
+  offqueue follow -n 10 /var/queues/orders`,
 	run: runFollow,
 }
 
@@ -86,6 +91,7 @@ func runDump(c *cli, args []string) error {
 	var f msgFormat
 	f.define(fs)
 	from := fs.String("from", "start", "start, end or an `INDEX` CYCLE:SEQ")
+	last := fs.Int("last", 0, "start at the last `N` messages instead")
 	count := fs.Int("n", 0, "print at most `COUNT` messages (0: all)")
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
@@ -94,7 +100,10 @@ func runDump(c *cli, args []string) error {
 	if *count < 0 {
 		return c.usageError("-n must not be negative")
 	}
-	seek, err := c.position(*from)
+	if *last < 0 {
+		return c.usageError("--last must not be negative")
+	}
+	seek, err := c.startAt(fs, *from, "last", *last)
 	if err != nil {
 		return err
 	}
@@ -126,11 +135,15 @@ func runFollow(c *cli, args []string) error {
 	var f msgFormat
 	f.define(fs)
 	from := fs.String("from", "end", "start, end or an `INDEX` CYCLE:SEQ")
+	last := fs.Int("n", 0, "first print the last `N` messages, as tail -n does")
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	seek, err := c.position(*from)
+	if *last < 0 {
+		return c.usageError("-n must not be negative")
+	}
+	seek, err := c.startAt(fs, *from, "n", *last)
 	if err != nil {
 		return err
 	}
@@ -239,6 +252,23 @@ func parseIndex(s string) (uint64, bool) {
 	}
 	v, err := strconv.ParseUint(s, 0, 64)
 	return v, err == nil
+}
+
+// startAt returns what moves a tailer where --from, or the flag that asks
+// for the last n messages, says: not both.
+func (c *cli) startAt(fs *flag.FlagSet, from, lastFlag string, n int) (func(*queue.Tailer) error, error) {
+	fromSet, lastSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		fromSet = fromSet || f.Name == "from"
+		lastSet = lastSet || f.Name == lastFlag
+	})
+	if fromSet && lastSet {
+		return nil, c.usageError("--from and -%s both say where to start: give one", lastFlag)
+	}
+	if lastSet {
+		return func(t *queue.Tailer) error { return t.SeekLast(n) }, nil
+	}
+	return c.position(from)
 }
 
 // position checks --from and returns what moves a tailer there.

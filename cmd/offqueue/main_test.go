@@ -147,3 +147,39 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("verify of a damaged queue: exit %d, %q", code, out)
 	}
 }
+
+// TestLast: dump --last N and follow -n N start at the last N messages,
+// as tail -n does.
+func TestLast(t *testing.T) {
+	q := filepath.Join(t.TempDir(), "q")
+	offqueue(t, "a\nb\nc\nd\n", "append", q)
+	out, _, code := offqueue(t, "", "dump", "--last", "2", q)
+	if code != 0 || out != "0:2\t1\t\"c\"\n0:3\t1\t\"d\"\n" {
+		t.Fatalf("dump --last 2: exit %d, %q", code, out)
+	}
+	if out, _, _ := offqueue(t, "", "dump", "--last", "10", q); strings.Count(out, "\n") != 4 {
+		t.Fatalf("dump --last 10 of 4 messages: %q", out)
+	}
+	if _, _, code := offqueue(t, "", "dump", "--last", "2", "--from", "0:1", q); code != 2 {
+		t.Fatalf("dump --last with --from: exit %d, want 2", code)
+	}
+
+	cmd := exec.Command(bin, "follow", "-n", "1", q)
+	out2, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out2)
+	if !sc.Scan() || sc.Text() != "0:3\t1\t\"d\"" {
+		t.Fatalf("follow -n 1 printed %q", sc.Text())
+	}
+	offqueue(t, "e\n", "append", q)
+	if !sc.Scan() || sc.Text() != "0:4\t1\t\"e\"" {
+		t.Fatalf("follow -n 1 then printed %q", sc.Text())
+	}
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("follow after SIGINT: %v", err)
+	}
+}
