@@ -41,10 +41,12 @@ package queue
 // The files, by what each owns:
 //
 //	queue.go    Open, Close, the metadata file, cycle names and the directory
+//	typed.go    typed messages: fixed-layout types and binary forms
 //	cycle.go    one mapped cycle file: references, mapping, growth
 //	slots.go    the slot walker, claiming a slot, the write hint, sealing
 //	append.go   Append, Reserve/Commit/Abort, rolling to the next cycle
 //	tailer.go   reading: positions, crossing cycles, skipping dead writers
+//	backward.go reading backwards, the last N, first and last index
 //	index.go    the sparse index: recording entries, finding a message
 //	lease.go    writer leases and the dead-writer test
 //	named.go    the named-tailer table and acknowledgements

@@ -191,3 +191,60 @@ func ExampleTailer_SeekLast() {
 	// back to event 8
 	// 10 messages <nil>
 }
+
+// Order has a fixed layout (no pointers, no padding): it travels as its
+// memory image, with no encoding step and no allocation.
+type Order struct {
+	ID    uint64
+	Price int64 // in 1e-4 units
+	Qty   int32
+	Side  uint8 // 0 buy, 1 sell
+	_     [3]byte
+}
+
+// Typed messages, the Go counterpart of Chronicle Queue's method writers
+// and readers.
+func ExampleNewAppender() {
+	dir, err := os.MkdirTemp("", "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	q, err := queue.Open(dir, queue.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+
+	orders, err := queue.NewAppender[Order](q)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, o := range []Order{{ID: 1, Price: 1_234_500, Qty: 100}, {ID: 2, Price: 1_234_700, Qty: 50, Side: 1}} {
+		o := o
+		if _, err := orders.Append(&o); err != nil {
+			log.Fatal(i, err)
+		}
+	}
+
+	t, err := q.Tailer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := queue.NewReader[Order](t)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var o Order
+	for {
+		if _, err := r.Next(&o); err == queue.ErrNoMessage {
+			break
+		} else if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(o.ID, o.Price, o.Qty, o.Side)
+	}
+	// Output:
+	// 1 1234500 100 0
+	// 2 1234700 50 1
+}

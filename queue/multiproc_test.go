@@ -67,6 +67,18 @@ func runHelper(role, dir, args string) int {
 		if len(a) < 3 || a[2] != 1 {
 			q.Append(writerMsg(buf, a[0], -1))
 		}
+	case "typed-append": // count: trades 0 .. count-1
+		ta, err := NewAppender[trade](q)
+		if err != nil {
+			return 1
+		}
+		for i := range a[0] {
+			v := tradeOf(i)
+			if _, err := ta.Append(&v); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
 	case "tail": // writers to wait for (end markers), wait mode
 		return helperTail(q, a[0], WaitMode(a[1]))
 	case "reserve-and-hang": // claim a slot, say so, never commit
