@@ -64,7 +64,7 @@ var ErrSparse = errors.New("file has holes that cannot be given storage (a spars
 // process may.
 func back(f *os.File, off, n int64, writable bool) error {
 	hole, err := unix.Seek(int(f.Fd()), off, unix.SEEK_HOLE)
-	if err != nil || hole >= off+n || allocatedTmpfs(f) {
+	if err != nil || hole >= off+n || allocated(f) {
 		// No hole, or a file system that cannot say: its files are
 		// whole as far as this package can tell.
 		return nil
@@ -83,14 +83,16 @@ func back(f *os.File, off, n int64, writable bool) error {
 	return nil
 }
 
-// allocatedTmpfs reports whether f is a tmpfs file with every page
-// allocated. tmpfs reports pages that fallocate reserved but nothing wrote
-// yet as holes, so SEEK_HOLE alone would find holes in every file this
-// package creates there; its block count is exact.
-func allocatedTmpfs(f *os.File) bool {
-	var fs unix.Statfs_t
+// allocated reports whether every page of f has storage, by its block
+// count. SEEK_HOLE alone cannot tell: ext4 and xfs report ranges that
+// fallocate reserved but nothing wrote yet (unwritten extents) as holes,
+// and tmpfs reports such pages as holes too, so it would find holes in
+// every file this package creates. A sparse copy has far fewer blocks than
+// pages; only a file system's own metadata blocks could hide a hole, and
+// those are few against a hole of the size a copy leaves.
+func allocated(f *os.File) bool {
 	var st unix.Stat_t
-	if unix.Fstatfs(int(f.Fd()), &fs) != nil || fs.Type != unix.TMPFS_MAGIC || unix.Fstat(int(f.Fd()), &st) != nil {
+	if unix.Fstat(int(f.Fd()), &st) != nil {
 		return false
 	}
 	page := int64(os.Getpagesize())
