@@ -60,10 +60,10 @@ func (m *Map) Replace(key, value []byte) (replaced bool, err error) {
 }
 
 // CompareAndSwap sets key's value to new if key is present with the value
-// old, and reports whether it did. A value that handles point into (see
-// AcquireInt64) is compared and swapped with one atomic instruction, since
-// handles change it without the lock; new must then have its size, or
-// ErrValueSize.
+// old, and reports whether it did. A 4- or 8-byte value that handles point
+// into (AcquireInt64 and the like) is compared and swapped with one atomic
+// instruction, since handles change it without the lock; new must then
+// have its size, or ErrValueSize. A longer one (Acquire) is ErrPinned.
 func (m *Map) CompareAndSwap(key, old, new []byte) (swapped bool, err error) {
 	if err := m.checkSizes(key, new); err != nil {
 		return false, err
@@ -79,6 +79,9 @@ func (m *Map) CompareAndSwap(key, old, new []byte) (swapped bool, err error) {
 		}
 		if e.valLen != len(old) {
 			return nil
+		}
+		if w&slotPinned != 0 && !handleWord(w, e) {
+			return fmt.Errorf("%w: CompareAndSwap of a %d-byte value", ErrPinned, e.valLen)
 		}
 		if handleWord(w, e) {
 			if len(new) != e.valLen {

@@ -121,8 +121,32 @@ func TestCrashAtEveryStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := ro.Get(c.key)
-			ro.Close()
 			checkOutcome(t, "read-only reader", got, err, want)
+			// Several keys at one instant, and every entry, the same.
+			var viewed []byte
+			err = ro.ViewKeys([][]byte{c.key, []byte("other-000")}, func(v [][]byte, found []bool) {
+				if found[0] {
+					viewed = append([]byte{}, v[0]...)
+				} else {
+					viewed = nil
+				}
+			})
+			if viewed == nil && err == nil {
+				err = ErrNotFound
+			}
+			checkOutcome(t, "read-only ViewKeys", viewed, err, want)
+			var ranged []byte
+			err = ro.Range(func(k, v []byte) bool {
+				if string(k) == string(c.key) {
+					ranged = append([]byte{}, v...)
+				}
+				return true
+			})
+			if ranged == nil && err == nil {
+				err = ErrNotFound
+			}
+			checkOutcome(t, "read-only Range", ranged, err, want)
+			ro.Close()
 
 			// The next writer takes the lock over and repairs.
 			if err := m.Put([]byte("after-crash"), []byte("x")); err != nil {

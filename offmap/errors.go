@@ -27,6 +27,12 @@ var (
 	// another size, or a Put tried to change the size of a value that
 	// handles point into.
 	ErrValueSize = errors.New("offmap: value size does not match")
+	// ErrPinned: a read-modify-write (Update, UpdateKeys, CompareAndSwap)
+	// of a value that value handles point into, which they change without
+	// any lock: only a 4- or 8-byte word can be changed atomically under
+	// them (Update and CompareAndSwap do), so change it through the
+	// handles.
+	ErrPinned = errors.New("offmap: value handles point into this value; change it through them")
 	// ErrOptionsMismatch: the options conflict with the existing file.
 	ErrOptionsMismatch = errors.New("offmap: options conflict with the existing file")
 	// ErrInvalidOptions: the options cannot describe a map.

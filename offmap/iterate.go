@@ -75,7 +75,13 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 			buf = append(buf, make([]byte, e.keyLen)...)
 			loadKey(buf[k:], s, e)
 			vs := len(buf)
-			buf = loadValue(buf, s, e)
+			if quiescent && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
+				// A dead writer was rewriting this value: what the entry
+				// holds once its redo record is applied, as Get reads it.
+				buf = m.scratchValue(buf, s, e)
+			} else {
+				buf = loadValue(buf, s, e)
+			}
 			spans = append(spans, k, vs, len(buf))
 		}
 		if quiescent || s.hdr.version.Load() == v {

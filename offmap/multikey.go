@@ -19,11 +19,12 @@ import (
 // (Get, ViewKeys) see either none of the changes or all of them: a
 // transfer between two counters never shows a sum that is off.
 //
-// A key may appear once. Values that value handles point into (see
-// AcquireInt64) change under the handles without any lock, so UpdateKeys
-// refuses them with ErrValueSize; use the handles, or Update. If a
-// change fails (ErrFull), the changes before it stay made and the error
-// says which key failed. A process killed inside UpdateKeys leaves each
+// A key may appear once; fn must not use the map (the segments are
+// locked). Values that value handles point into (AcquireInt64, Acquire)
+// change under the handles without any lock, so UpdateKeys refuses them
+// with ErrPinned before fn runs; use the handles. If a change fails
+// (ErrFull), the changes before it stay made and the error says which
+// key failed. A process killed inside UpdateKeys leaves each
 // key either changed or not (each change is crash-safe on its own, and
 // the next writer repairs the segments), but not necessarily all of them.
 func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) ([][]byte, []Op)) error {
@@ -62,8 +63,8 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		s := segOf(segs, hashes[i].seg)
 		_, w, e, ok, bad := m.find(s, k, hashes[i])
 		switch {
-		case ok && handleWord(w, e):
-			return fmt.Errorf("%w: UpdateKeys: value handles point into the value of %q; use them, or Update", ErrValueSize, k)
+		case ok && w&slotPinned != 0:
+			return fmt.Errorf("%w: UpdateKeys: %q", ErrPinned, k)
 		case ok:
 			vals[i], found[i] = loadValue(nil, s, e), true
 		case bad:
@@ -87,17 +88,22 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 	}
 
 	// Odd versions over every change: readers wait or retry until all are
-	// made.
+	// made. Not in a defer: if a change panics, the versions stay odd and
+	// the next writer repairs the segments, as after a crash.
 	for i := range segs {
 		beginChange(&segs[i])
 		segs[i].inTx = true
 	}
-	defer func() {
-		for i := range segs {
-			segs[i].inTx = false
-			endChange(&segs[i])
-		}
-	}()
+	err := m.applyKeys(keys, hashes, segs, news, ops)
+	for i := range segs {
+		segs[i].inTx = false
+		endChange(&segs[i])
+	}
+	return err
+}
+
+// applyKeys makes UpdateKeys' changes, with the segments locked.
+func (m *Map) applyKeys(keys [][]byte, hashes []keyHash, segs []segment, news [][]byte, ops []Op) error {
 	for i, k := range keys {
 		if ops[i] == OpNone {
 			continue
@@ -133,67 +139,72 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 	vals := make([][]byte, len(keys))
 	found := make([]bool, len(keys))
 	versions := make([]uint64, len(segs))
-	var since time.Time
+	// quiescent[i]: a read-only process found segment i's writer dead; it
+	// reads that segment as the writer left it, with no version check.
+	quiescent := make([]bool, len(segs))
+	since := make([]time.Time, len(segs))
 	for try := 0; ; try++ {
 		busy := -1
 		for i := range segs {
-			if versions[i] = segs[i].hdr.version.Load(); versions[i]&1 != 0 {
+			if versions[i] = segs[i].hdr.version.Load(); versions[i]&1 != 0 && !quiescent[i] {
 				busy = i
 				break
 			}
 		}
 		if busy < 0 {
-			clean := true
-			for i, k := range keys {
-				vals[i], found[i] = vals[i][:0], false
-				if len(k) > int(m.hdr.MaxKey) {
-					continue
-				}
-				s := segOf(segs, hashes[i].seg)
-				_, _, e, ok, bad := m.find(s, k, hashes[i])
-				if bad {
-					clean = false // a torn read, or damage: look again
-					break
-				}
-				if ok {
-					vals[i], found[i] = loadValue(vals[i], s, e), true
-				}
-			}
+			busy = m.viewOnce(keys, hashes, segs, quiescent, vals, found)
 			for i := range segs {
-				if !clean || segs[i].hdr.version.Load() != versions[i] {
-					busy, clean = i, false
-					break
+				if busy < 0 && !quiescent[i] && segs[i].hdr.version.Load() != versions[i] {
+					busy = i
 				}
 			}
-			if clean {
+			if busy < 0 {
+				if m.closed.Load() {
+					return ErrClosed
+				}
 				fn(vals, found)
 				return nil
 			}
 		}
-		quiescent, err := m.readStep(&segs[busy], try, &since)
+		q, err := m.readStep(&segs[busy], try, &since[busy])
 		if err != nil {
 			return err
 		}
-		if quiescent {
-			// A read-only process behind a dead writer: read the
-			// segments as they were left.
-			for i, k := range keys {
-				vals[i], found[i] = vals[i][:0], false
-				if len(k) > int(m.hdr.MaxKey) {
-					continue
-				}
-				s := segOf(segs, hashes[i].seg)
-				if _, _, e, ok, _ := m.find(s, k, hashes[i]); ok {
-					vals[i], found[i] = loadValue(vals[i], s, e), true
-				}
-			}
-			fn(vals, found)
-			return nil
-		}
+		quiescent[busy] = q
 		if m.closed.Load() {
 			return ErrClosed
 		}
 	}
+}
+
+// viewOnce reads every key's value into vals; it returns the index of a
+// segment where a lookup met bytes out of bounds (a torn read: look
+// again), or -1.
+func (m *Map) viewOnce(keys [][]byte, hashes []keyHash, segs []segment, quiescent []bool, vals [][]byte, found []bool) int {
+	for i, k := range keys {
+		vals[i], found[i] = vals[i][:0], false
+		if len(k) > int(m.hdr.MaxKey) {
+			continue
+		}
+		s := segOf(segs, hashes[i].seg)
+		_, w, e, ok, bad := m.find(s, k, hashes[i])
+		if bad && !ok {
+			return slices.IndexFunc(segs, func(x segment) bool { return x.idx == s.idx })
+		}
+		if !ok {
+			continue
+		}
+		if quiescent[slices.IndexFunc(segs, func(x segment) bool { return x.idx == s.idx })] &&
+			s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
+			// A dead writer was rewriting this value: what the entry
+			// holds once its redo record is applied.
+			vals[i] = m.scratchValue(vals[i], s, e)
+		} else {
+			vals[i] = loadValue(vals[i], s, e)
+		}
+		found[i] = true
+	}
+	return -1
 }
 
 // segmentsOf returns the distinct segments of keys, in segment order,

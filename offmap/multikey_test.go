@@ -121,7 +121,7 @@ func TestUpdateKeysTransfers(t *testing.T) {
 }
 
 func TestUpdateKeysErrors(t *testing.T) {
-	m := openAccounts(t, tempPath(t), 2)
+	m := openAccounts(t, tempPath(t), 8)
 	defer closeChecked(t, m)
 	nop := func(v [][]byte, found []bool) ([][]byte, []Op) { return make([][]byte, len(v)), make([]Op, len(v)) }
 	if err := m.UpdateKeys([][]byte{account(0), account(0)}, nop); err == nil {
@@ -132,7 +132,7 @@ func TestUpdateKeysErrors(t *testing.T) {
 	}
 	h, _ := m.AcquireInt64([]byte("handle"))
 	h.Add(1)
-	if err := m.UpdateKeys([][]byte{account(0), []byte("handle")}, nop); !errors.Is(err, ErrValueSize) {
+	if err := m.UpdateKeys([][]byte{account(0), []byte("handle")}, nop); !errors.Is(err, ErrPinned) {
 		t.Fatalf("a handle's value: %v", err)
 	}
 	// Insert, delete and leave alone in one step.
@@ -238,5 +238,51 @@ func TestUpdateKeysAcrossProcesses(t *testing.T) {
 	}
 	if sum, err := total(m, 8); err != nil || sum != 8000 {
 		t.Fatalf("final total %d, %v", sum, err)
+	}
+}
+
+// TestUpdateKeysCrash stops UpdateKeys between its changes, as if its
+// process died there: the segments stay marked as being changed, so the
+// next writer repairs them, and the map is sound again, each change made
+// or not.
+func TestUpdateKeysCrash(t *testing.T) {
+	m := openAccounts(t, tempPath(t), 8)
+	defer closeChecked(t, m)
+	var a, b []byte // two new keys in different segments
+	for i := 0; b == nil; i++ {
+		k := fmt.Appendf(nil, "new-%d", i)
+		switch {
+		case a == nil:
+			a = k
+		case m.hash(k).seg != m.hash(a).seg:
+			b = k
+		}
+	}
+	put := func([][]byte, []bool) ([][]byte, []Op) {
+		return [][]byte{le(1), le(2)}, []Op{OpPut, OpPut}
+	}
+	if !runUntilCrash("insert.alloc", 2, func() { m.UpdateKeys([][]byte{a, b}, put) }) {
+		t.Fatal("the second insert was not reached")
+	}
+	if err := m.Check(); err == nil {
+		t.Fatal("Check found nothing after a crash inside UpdateKeys")
+	}
+	// The next writer of each segment repairs it (no Recover needed).
+	for _, k := range [][]byte{a, b} {
+		if _, err := m.Has(k); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Put(k, le(3)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Delete(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := total(m, 8); err != nil || sum != 8000 {
+		t.Fatalf("total %d, %v", sum, err)
 	}
 }

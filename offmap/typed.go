@@ -31,7 +31,10 @@ var ErrHandleType = errors.New("offmap: type cannot be laid over a mapped value"
 // The type is checked when acquired (ErrHandleType says which field
 // breaks the rules), and a stored value of another size than T is
 // ErrValueSize. Plain fields are plain memory: a process reading one while
-// another writes it needs atomics or its own protocol. The entry is pinned
+// another writes it needs atomics or its own protocol. Update, UpdateKeys
+// and CompareAndSwap refuse such a value (ErrPinned): change it through
+// the pointer. Put of the same size stores it word by word, each word at
+// once, so an atomic field sees either the old or the new value. The entry is pinned
 // as by AcquireInt64: its value keeps its place and size for good. After
 // Close the pointer reads zeros and its writes go nowhere (the mapping is
 // replaced by private zero pages), so a stale pointer never faults.

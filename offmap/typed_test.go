@@ -57,6 +57,15 @@ func TestAcquireTyped(t *testing.T) {
 	if _, err := Acquire[atomic.Int64](m, []byte("c1")); !errors.Is(err, ErrValueSize) {
 		t.Fatalf("Acquire of another type's size: %v", err)
 	}
+	// A read-modify-write of the whole value would lose the adds that
+	// handles make meanwhile: refused.
+	if err := m.Update([]byte("c1"), func(v []byte, _ bool) ([]byte, Op) { return v, OpPut }); !errors.Is(err, ErrPinned) {
+		t.Fatalf("Update of a typed value: %v, want ErrPinned", err)
+	}
+	cur, _ := m.Get([]byte("c1"))
+	if _, err := m.CompareAndSwap([]byte("c1"), cur, cur); !errors.Is(err, ErrPinned) {
+		t.Fatalf("CompareAndSwap of a typed value: %v, want ErrPinned", err)
+	}
 	// Another type of the same size sees the same bytes.
 	if n, err := Acquire[atomic.Int64](m, []byte("n")); err != nil || n.Add(2) != 2 {
 		t.Fatalf("Acquire[atomic.Int64]: %v", err)

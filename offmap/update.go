@@ -29,7 +29,8 @@ const (
 // the map (the segment lock is not reentrant) and should be short: other
 // writers to the segment wait for it. If a value handle is changing the
 // value concurrently, fn may run more than once (the result is stored with
-// a compare-and-swap).
+// a compare-and-swap); a value longer than 8 bytes that handles point into
+// (Acquire) is ErrPinned, since no single instruction can swap it.
 func (m *Map) Update(key []byte, fn func(value []byte, found bool) ([]byte, Op)) error {
 	if len(key) > int(m.hdr.MaxKey) {
 		return m.checkSizes(key, nil)
@@ -41,6 +42,9 @@ func (m *Map) updateKeyLocked(s *segment, h keyHash, key []byte, fn func([]byte,
 	pos, w, e, found, bad := m.find(s, key, h)
 	if !found && bad {
 		return m.corrupt(s, "a lookup met an entry outside the segment")
+	}
+	if found && w&slotPinned != 0 && !handleWord(w, e) {
+		return fmt.Errorf("%w: Update of a %d-byte value", ErrPinned, e.valLen)
 	}
 	for {
 		var cur []byte

@@ -2,7 +2,6 @@ package shm
 
 import (
 	"errors"
-	"os"
 	"strings"
 )
 
@@ -28,8 +27,8 @@ type OpError struct {
 
 func (e *OpError) Error() string {
 	msg := strings.TrimPrefix(e.Err.Error(), e.Pkg+": ")
-	if pe := (*os.PathError)(nil); errors.As(e.Err, &pe) && pe.Path == e.Path && strings.HasPrefix(msg, pe.Op+" "+pe.Path) {
-		return e.Pkg + ": " + msg
+	if strings.Contains(msg, e.Path) {
+		return e.Pkg + ": " + msg // it names the path already
 	}
 	return e.Pkg + ": " + e.Op + " " + e.Path + ": " + msg
 }
