@@ -133,7 +133,8 @@ func (w *Writing) Commit() (uint64, error) {
 	// visible from the reader's, as across PID namespaces) may have marked
 	// the slot skipped, and readers that passed it went on. A store would
 	// show the message to later readers only; the writer learns instead
-	// that it is lost.
+	// that it is lost. (A reader of a queue opened read-only cannot mark
+	// the slot: it steps over it alone, and the message stays for others.)
 	q := c.q
 	idx := Index(c.num, w.seq)
 	ok := shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy)
@@ -341,11 +342,12 @@ func (q *Queue) advance(c *cycle, to uint32) error {
 		to = c.num + 1
 	}
 	c.next.CompareAndSwap(0, uint64(to)+1)
-	n := uint32(c.next.Load() - 1)
-	if uint64(n) <= uint64(c.num) {
+	next := c.next.Load()
+	if next-1 <= uint64(c.num) || next-1 > maxCycle {
 		q.appendMu.Unlock()
-		return fmt.Errorf("%w: cycle %d names %d as its next", ErrCorrupt, c.num, n)
+		return fmt.Errorf("%w: cycle %d names %d as its next", ErrCorrupt, c.num, int64(next)-1)
 	}
+	n := uint32(next - 1)
 	// 2. Make sure its file exists, 3. publish it as the latest cycle.
 	nc, created, err := q.acquire(n, true, uint64(c.num)+1)
 	if err == nil && nc.prev != uint64(c.num)+1 {

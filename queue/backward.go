@@ -14,7 +14,8 @@ import (
 // none (the start of the queue, or of what retention kept). Slots that
 // hold no complete message (skipped, or still being written) are passed
 // over. After Prev, Next returns the same message again; repeated Prev
-// calls read the queue backwards.
+// calls read the queue backwards. A tailer that has not read or sought
+// yet starts from the end: its first Prev returns the last message.
 func (t *Tailer) Prev() (uint64, []byte, error) {
 	if t.closed {
 		return 0, nil, ErrClosed
@@ -107,17 +108,36 @@ func (t *Tailer) SeekLast(n int) error {
 }
 
 // FirstIndex returns the index of the first complete message of the queue
-// (of the cycles retention kept), or ErrNoMessage.
+// (of the cycles retention kept), or ErrNoMessage. Slots still being
+// written, or skipped, before it are passed over, as LastIndex does.
 func (q *Queue) FirstIndex() (uint64, error) {
 	t, err := q.Tailer()
 	if err != nil {
 		return 0, err
 	}
 	defer t.Close()
-	if _, err := t.peek(); err != nil {
+	if err := t.attach(); err != nil {
 		return 0, err
 	}
-	return t.Index(), nil
+	for {
+		h, err := t.header()
+		switch {
+		case err != nil:
+			return 0, err
+		case h == 0:
+			return 0, ErrNoMessage
+		case h&flagEOF != 0:
+			if err := t.nextCycle(); err != nil {
+				return 0, err
+			}
+			continue
+		case h&(flagBusy|flagSkipped|flagMeta) == 0:
+			return Index(t.c.num, t.seq), nil
+		}
+		if err := t.step(h); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // LastIndex returns the index of the last complete message of the queue,

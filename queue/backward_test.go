@@ -106,3 +106,21 @@ func TestReadBackwardsEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFirstIndexPastBusySlot: a slot still being written at the start
+// does not hide the complete messages after it.
+func TestFirstIndexPastBusySlot(t *testing.T) {
+	q := openT(t, t.TempDir(), Options{})
+	w, err := q.Reserve(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := q.Append([]byte("done"))
+	if first, err := q.FirstIndex(); err != nil || first != second {
+		t.Fatalf("FirstIndex %#x %v, want %#x", first, err, second)
+	}
+	if last, err := q.LastIndex(); err != nil || last != second {
+		t.Fatalf("LastIndex %#x %v, want %#x", last, err, second)
+	}
+	w.Commit()
+}

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -43,19 +45,21 @@ func (q *Queue) Check() (lost []IndexRange, err error) {
 	}
 	var problems []string
 	problem := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	// The latest cycle before the listing: a roll in between adds a file,
+	// never removes the latest.
+	latest := q.latest.Load()
 	cs, err := q.listCycles()
 	if err != nil {
 		return nil, err
 	}
-	latest := q.latest.Load()
 	switch {
-	case latest == 0 && len(cs) > 0:
-		problem("%s: no latest cycle, but %d cycle files", metaName, len(cs))
 	case latest > maxCycle+1:
 		problem("%s: latest cycle %d is out of range", metaName, int64(latest)-1)
 	case latest != 0 && (len(cs) == 0 || uint64(cs[len(cs)-1]) < latest-1):
 		problem("%s: latest cycle %d has no file", metaName, latest-1)
 	}
+	// (No latest cycle but cycle files: a process died between creating
+	// the first cycle and publishing it; the next appender adopts it.)
 	q.checkMeta(problem)
 
 	// Links between consecutive files: retention deletes the oldest
@@ -64,6 +68,10 @@ func (q *Queue) Check() (lost []IndexRange, err error) {
 	var beforeNum uint32
 	for _, n := range cs {
 		cl, r := q.checkCycle(n)
+		if cl.deleted {
+			before = nil // retention removed it after the listing
+			continue
+		}
 		for _, p := range cl.problems {
 			problem("cycle %s: %s", q.cycleName(n), p)
 		}
@@ -86,7 +94,13 @@ func (q *Queue) Check() (lost []IndexRange, err error) {
 		before, beforeNum = &cl, n
 	}
 	if before != nil && before.sealed {
-		problem("cycle %s: sealed, but no file follows it (it names cycle %d)", q.cycleName(beforeNum), int64(before.next)-1)
+		// A roll after the listing creates the next file before it seals
+		// this one: look again before calling it missing.
+		if next, ok, err := q.firstCycleFrom(beforeNum + 1); err != nil {
+			return lost, err
+		} else if !ok || uint64(next) != before.next-1 {
+			problem("cycle %s: sealed, but no file follows it (it names cycle %d)", q.cycleName(beforeNum), int64(before.next)-1)
+		}
 	}
 	if len(problems) > 0 {
 		return lost, &CheckError{Dir: q.dir, Problems: problems}
@@ -102,7 +116,6 @@ func (q *Queue) checkMeta(problem func(string, ...any)) {
 			problem("%s: writer lease %d has generation %d", metaName, i, gen)
 		}
 	}
-	latest := q.latest.Load()
 	for i := 0; i < maxNamedTailers; i++ {
 		n := q.tailerWord(i, 0).Load()
 		if n == 0 {
@@ -116,6 +129,7 @@ func (q *Queue) checkMeta(problem func(string, ...any)) {
 		if acked == 0 {
 			continue
 		}
+		latest := q.latest.Load() // after the ack: a later roll only raises it
 		if c, _ := SplitIndex(acked - 1); latest == 0 || uint64(c) > latest-1 {
 			problem("%s: named tailer %q acknowledged %d:%d, past the latest cycle", metaName, q.tailerName(i, int(n)), c, uint32(acked-1))
 		}
@@ -124,6 +138,7 @@ func (q *Queue) checkMeta(problem func(string, ...any)) {
 
 // cycleCheck is what checkCycle learnt of one cycle file.
 type cycleCheck struct {
+	deleted  bool // the file was gone when opened (retention)
 	ok       bool // the file could be mapped and walked
 	prev     uint64
 	next     uint64
@@ -135,6 +150,10 @@ type cycleCheck struct {
 func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 	problem := func(format string, args ...any) { cl.problems = append(cl.problems, fmt.Sprintf(format, args...)) }
 	c, _, err := q.acquire(n, false, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		cl.deleted = true
+		return cl, nil
+	}
 	if err != nil {
 		problem("%v", err)
 		return cl, nil
@@ -143,7 +162,7 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 	// Read the shared words before the walk: the walk's end is then at or
 	// after what they describe, even while appenders go on.
 	hint := c.hint.Load()
-	cl.prev, cl.next = c.prev, c.next.Load()
+	cl.prev = c.prev
 	l1 := make([]int64, l1Entries)
 	for a := range l1 {
 		l1[a] = int64(c.l1[a].Load())
@@ -197,6 +216,9 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 		}
 	}
 	cl.ok = true
+	// After the walk: a roller names the next cycle before it seals, so a
+	// seal the walk saw comes with its next word.
+	cl.next = c.next.Load()
 	if !hintSeen {
 		problem("write hint %d:%d is not a slot boundary of the walk (which ends at %d:%d)", hs, ho, w.seq, w.off)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -248,4 +249,47 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckWhileRolling runs Check over and over, through a second
+// handle, while appenders in this process roll the queue every 100 ms
+// and retention deletes old cycles: a sound queue never gets a problem.
+func TestCheckWhileRolling(t *testing.T) {
+	dir := t.TempDir()
+	var rolls atomic.Int32
+	q := openT(t, dir, Options{Roll: Fast, KeepCycles: 3, OnCycle: func(e CycleEvent) {
+		if e.Kind == CycleRolled {
+			rolls.Add(1)
+		}
+	}})
+	checker := openT(t, dir, Options{ReadOnly: true})
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 16)
+			for i := 0; rolls.Load() < 8; i++ {
+				if _, err := q.Append(writerMsg(buf, w, i)); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%100 == 99 {
+					time.Sleep(100 * time.Microsecond) // a steady stream, not a flood
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); done.Store(true) }()
+	checks := 0
+	for !done.Load() || checks == 0 {
+		if _, err := checker.Check(); err != nil {
+			t.Fatalf("Check %d while appending: %v", checks, err)
+		}
+		checks++
+	}
+	wg.Wait()
+	cs, _ := q.Cycles()
+	t.Logf("%d checks over %d rolls; %d cycle files at the end", checks, rolls.Load(), len(cs))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/offmap/offmap/internal/testfs"
+	"golang.org/x/sys/unix"
 )
 
 // What a hostile or unusual file system gives the queue: FIFOs in place of
@@ -192,5 +193,82 @@ func TestNamedTailerUnknownReadOnly(t *testing.T) {
 	}
 	if err := tl.Ack(); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Ack on a read-only queue: %v, want ErrReadOnly", err)
+	}
+}
+
+// setImmutable sets or clears a file's immutable flag (chattr +i), which
+// even root cannot write through. It skips the test where that is not
+// possible (no CAP_LINUX_IMMUTABLE, a file system without the flag).
+func setImmutable(t *testing.T, path string, on bool) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetInt(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		t.Skipf("file flags: %v", err)
+	}
+	const immutable = 0x10 // FS_IMMUTABLE_FL
+	if on {
+		flags |= immutable
+	} else {
+		flags &^= immutable
+	}
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, flags); err != nil {
+		if on {
+			t.Skipf("cannot make %s immutable: %v", path, err)
+		}
+		t.Fatal(err)
+	}
+}
+
+// TestAppendToUnwritableCycle: a writable queue whose cycle file this
+// process can only open read-only (an immutable file, another user's
+// file mode) refuses to append to it with ErrReadOnly; a store into the
+// read-only mapping would kill the process.
+func TestAppendToUnwritableCycle(t *testing.T) {
+	dir := t.TempDir()
+	q := openT(t, dir, Options{})
+	q.Append([]byte("before"))
+	q.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+cycleSuffix))
+	setImmutable(t, files[0], true)
+	defer setImmutable(t, files[0], false)
+
+	q, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if q.ReadOnly() {
+		t.Fatal("the queue opened read-only: the test would not reach the cycle file")
+	}
+	if _, err := q.Append([]byte("after")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Append to an immutable cycle file: %v, want ErrReadOnly", err)
+	}
+	if n, err := readThroughQueue(q); n != 1 || err != nil {
+		t.Fatalf("read %d messages, %v", n, err)
+	}
+}
+
+// readThroughQueue counts the messages a new tailer of q reads.
+func readThroughQueue(q *Queue) (int, error) {
+	tl, err := q.Tailer()
+	if err != nil {
+		return 0, err
+	}
+	defer tl.Close()
+	n := 0
+	for {
+		_, _, err := tl.Next()
+		if err == ErrNoMessage {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
 	}
 }

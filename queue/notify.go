@@ -110,7 +110,11 @@ func (s *shard) run() {
 		s.mu.Unlock()
 		// A doorbell unmapped meanwhile makes the call fail (EFAULT)
 		// or sleep until the kick that unwatch sends: both are fine.
-		shm.FutexWaitv(vec, bellRecheck)
+		if err := shm.FutexWaitv(vec, bellRecheck); err != nil {
+			// No FUTEX_WAITV (a kernel before 5.16, a seccomp filter) or
+			// a doorbell unmapped meanwhile: poll instead of spinning.
+			time.Sleep(time.Millisecond)
+		}
 		s.mu.Lock()
 		changed = changed[:0]
 		for i, q := range s.qs {

@@ -131,11 +131,16 @@ func (c *cycle) claimStart(retry bool) (uint32, int64) {
 		}
 		return c.checkedHint()
 	}
-	hs, ho := c.hintPos()
-	if ls, lo := unpackHint(c.local.Load()); lo > ho {
+	// The shared hint only when it is more than a page ahead of where this
+	// process last appended, and then checked: a valid hint is at most a
+	// page behind the end, so walking on from the local position costs no
+	// more than two pages of headers, and a damaged hint (far ahead) never
+	// sends a claim past the end.
+	ls, lo := unpackHint(c.local.Load())
+	if _, ho := c.hintPos(); lo >= dataStart && ho <= lo+pageSize {
 		return ls, lo
 	}
-	return hs, ho
+	return c.checkedHint()
 }
 
 // checkedHint returns the write hint if a walk from the sparse index
@@ -147,9 +152,14 @@ func (c *cycle) claimStart(retry bool) (uint32, int64) {
 // and a page of slots (more only when the hint is damaged).
 func (c *cycle) checkedHint() (uint32, int64) {
 	raw := c.hint.Load()
-	hs, ho := c.hintPos()
+	hs, ho := unpackHint(raw)
+	if ho < dataStart {
+		hs, ho = 0, dataStart
+	}
 	mem := c.mem()
-	w := c.walkFrom(c.indexed(&mem, hs))
+	// From the index entry of a message before the hint's: the entry of
+	// hs itself may lie past the hint, behind an index array.
+	w := c.walkFrom(c.indexed(&mem, max(hs, 1)-1))
 	for w.off < ho {
 		h, err := w.header()
 		if err != nil || h == 0 || h&flagEOF != 0 || w.step(h) != nil {
@@ -182,15 +192,11 @@ func (c *cycle) advanced(seq uint32, off, prevOff int64) {
 	}
 }
 
-// end walks from the write hint to the first free slot. It returns errEOF
-// (with the EOF header's position) when the cycle is sealed.
+// end walks from the write hint, checked, to the first free slot. It
+// returns errEOF (with the EOF header's position) when the cycle is
+// sealed. Not a hot path: seeks, statistics and rolls.
 func (c *cycle) end() (uint32, int64, error) {
-	seq, off, err := c.endFrom(c.hintPos())
-	if err != nil && err != errEOF {
-		// The hint may be what is damaged: walk from a checked position.
-		seq, off, err = c.endFrom(c.checkedHint())
-	}
-	return seq, off, err
+	return c.endFrom(c.checkedHint())
 }
 
 func (c *cycle) endFrom(seq uint32, off int64) (uint32, int64, error) {
@@ -203,6 +209,11 @@ func (c *cycle) endFrom(seq uint32, off int64) (uint32, int64, error) {
 // CAS on the first free header (steps in docs/QUEUE-FORMAT.md). kind is
 // flagBusy for a message, flagMeta for an index array, flagEOF to seal.
 func (c *cycle) claim(n int, kind uint64, writer uint64) (seq uint32, off int64, hdr uint64, err error) {
+	if !c.writable {
+		// The file could only be opened read-only (its permissions, an
+		// immutable flag): a store into the mapping would kill the process.
+		return 0, 0, 0, fmt.Errorf("%w: cycle file %s cannot be written by this process", ErrReadOnly, c.q.cyclePath(c.num))
+	}
 	w := c.walkFrom(c.claimStart(false))
 	fromLocal := true
 	size := slotSize(uint64(n))

@@ -30,6 +30,14 @@ func openRegular(path string, mode int) (*os.File, error) {
 	for errors.Is(err, unix.EINTR) {
 		fd, err = unix.Open(path, mode|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	}
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		// A lease on the file (Samba, nfsd) refuses non-blocking opens:
+		// a regular file may be opened blocking, as its lease breaks.
+		var st unix.Stat_t
+		if unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			fd, err = unix.Open(path, mode|unix.O_CLOEXEC, 0)
+		}
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -64,9 +72,24 @@ var ErrSparse = errors.New("file has holes that cannot be given storage (a spars
 // process may.
 func back(f *os.File, off, n int64, writable bool) error {
 	hole, err := unix.Seek(int(f.Fd()), off, unix.SEEK_HOLE)
-	if err != nil || hole >= off+n || allocated(f) {
+	if err != nil || hole >= off+n {
 		// No hole, or a file system that cannot say: its files are
 		// whole as far as this package can tell.
+		return nil
+	}
+	if writable && !onTmpfs(f) {
+		// Cheap where the blocks exist already; exact where the block
+		// count could hide a small hole.
+		err := unix.Fallocate(int(f.Fd()), 0, hole, off+n-hole)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+			return fmt.Errorf("%w: %s has a hole at %d: fallocate: %w", ErrSparse, f.Name(), hole, err)
+		}
+		// A file system without fallocate: judge by the block count.
+	}
+	if allocated(f) {
 		return nil
 	}
 	w := f
@@ -97,4 +120,11 @@ func allocated(f *os.File) bool {
 	}
 	page := int64(os.Getpagesize())
 	return st.Blocks*512 >= (st.Size+page-1)/page*page
+}
+
+// onTmpfs reports whether f lives on tmpfs, whose block counts are exact
+// and where fallocate over a large file walks every page.
+func onTmpfs(f *os.File) bool {
+	var fs unix.Statfs_t
+	return unix.Fstatfs(int(f.Fd()), &fs) == nil && fs.Type == unix.TMPFS_MAGIC
 }
