@@ -214,12 +214,26 @@ func (c *cycle) claim(n int, kind uint64, writer uint64) (seq uint32, off int64,
 		// immutable flag): a store into the mapping would kill the process.
 		return 0, 0, 0, fmt.Errorf("%w: cycle file %s cannot be written by this process", ErrReadOnly, c.q.cyclePath(c.num))
 	}
-	w := c.walkFrom(c.claimStart(false))
-	fromLocal := true
 	size := slotSize(uint64(n))
 	if kind == flagEOF {
 		size = 0
 	}
+	seq, off = c.claimStart(false)
+	if kind == flagBusy && seq <= maxSeq {
+		// The common case, kept short: the slot where this process's last
+		// append ended is free and the file holds the header after it.
+		mem := c.mem()
+		if off+size+8 <= int64(len(mem)) {
+			hdr = kind | writer | uint64(n)
+			if shm.U64(mem, int(off)).CompareAndSwap(0, hdr) {
+				c.advanced(seq+1, off+size, off)
+				c.wantPretouch(off + size)
+				return seq, off, hdr, nil
+			}
+		}
+	}
+	w := c.walkFrom(seq, off)
+	fromLocal := true
 	checked := false
 	for {
 		h, err := w.header()
