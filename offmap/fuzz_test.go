@@ -141,7 +141,7 @@ func FuzzOperations(f *testing.F) {
 		defer m.Close()
 		model := map[string]string{}
 		for len(ops) >= 3 {
-			op, k, n := ops[0]%5, []byte{'k', ops[1] % 32}, int(ops[2])%65
+			op, k, n := ops[0]%9, []byte{'k', ops[1] % 32}, int(ops[2])%65
 			ops = ops[3:]
 			v := bytes.Repeat([]byte{byte(n)}, n)
 			switch op {
@@ -177,6 +177,89 @@ func FuzzOperations(f *testing.F) {
 				want, ok := model[string(k)]
 				if ok != (err == nil) || string(got) != want {
 					t.Fatalf("Get(%q) = %q, %v; want %q", k, got, err, want)
+				}
+			case 5:
+				stored, err := m.PutIfAbsent(k, v)
+				if errors.Is(err, ErrFull) {
+					continue
+				}
+				_, present := model[string(k)]
+				if err != nil || stored == present {
+					t.Fatalf("PutIfAbsent(%q) = %v, %v; present %v", k, stored, err, present)
+				}
+				if stored {
+					model[string(k)] = string(v)
+				}
+			case 6: // CompareAndSwap with the model's value, or a wrong one when n is odd
+				cur, present := model[string(k)]
+				old := []byte(cur)
+				if n%2 == 1 {
+					old = append(old, 'x')
+				}
+				swapped, err := m.CompareAndSwap(k, old, v)
+				if errors.Is(err, ErrFull) {
+					continue
+				}
+				if want := present && n%2 == 0; err != nil || swapped != want {
+					t.Fatalf("CompareAndSwap(%q) = %v, %v; want %v", k, swapped, err, want)
+				}
+				if swapped {
+					model[string(k)] = string(v)
+				}
+			case 7:
+				cur, present := model[string(k)]
+				deleted, err := m.CompareAndDelete(k, []byte(cur))
+				if err != nil || deleted != present {
+					t.Fatalf("CompareAndDelete(%q) = %v, %v; present %v", k, deleted, err, present)
+				}
+				delete(model, string(k))
+			case 8: // UpdateKeys swaps two keys' values; ViewKeys sees both
+				k2 := []byte{'k', (k[1] + 1 + byte(n)%31) % 32}
+				keys := [][]byte{k, k2}
+				err := m.UpdateKeys(keys, func(vs [][]byte, found []bool) ([][]byte, []Op) {
+					ops := []Op{OpDelete, OpDelete}
+					out := [][]byte{nil, nil}
+					for i := range 2 {
+						if found[1-i] {
+							ops[i], out[i] = OpPut, append([]byte(nil), vs[1-i]...)
+						}
+					}
+					return out, ops
+				})
+				if errors.Is(err, ErrFull) {
+					// Earlier changes stay: re-read the model from the map.
+					for _, kk := range keys {
+						if got, err := m.Get(kk); err == nil {
+							model[string(kk)] = string(got)
+						} else {
+							delete(model, string(kk))
+						}
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, aok := model[string(k)]
+				b, bok := model[string(k2)]
+				delete(model, string(k))
+				delete(model, string(k2))
+				if bok {
+					model[string(k)] = b
+				}
+				if aok {
+					model[string(k2)] = a
+				}
+				err = m.ViewKeys(keys, func(vs [][]byte, found []bool) {
+					for i, kk := range keys {
+						want, ok := model[string(kk)]
+						if found[i] != ok || string(vs[i]) != want {
+							t.Fatalf("ViewKeys(%q) = %q %v, want %q %v", kk, vs[i], found[i], want, ok)
+						}
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
 			}
 		}
