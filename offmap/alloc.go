@@ -9,21 +9,30 @@ import "math/bits"
 // allocLocked finds n free contiguous chunks, next-fit from the hint,
 // marks them used and returns the first.
 func (m *Map) allocLocked(s *segment, n int) (uint32, bool) {
-	total := int(m.hdr.ChunksPerSegment)
-	hint := 0
-	if h := s.hdr.allocHint.Load(); h < uint64(total) {
-		hint = int(h)
+	hint := s.hdr.allocHint.Load()
+	c, ok := allocRun(m.bitmap(s), &hint, int(m.hdr.ChunksPerSegment), n)
+	if ok {
+		s.hdr.allocHint.Store(hint)
 	}
-	bm := m.bitmap(s)
-	c, ok := findRun(bm, hint, total, n)
+	return c, ok
+}
+
+// allocRun is allocLocked on a bitmap and a hint: UpdateKeys runs it on
+// copies first, to learn whether all its allocations will succeed.
+func allocRun(bm []uint64, hint *uint64, total, n int) (uint32, bool) {
+	from := 0
+	if *hint < uint64(total) {
+		from = int(*hint)
+	}
+	c, ok := findRun(bm, from, total, n)
 	if !ok {
-		c, ok = findRun(bm, 0, min(hint+n-1, total), n)
+		c, ok = findRun(bm, 0, min(from+n-1, total), n)
 	}
 	if !ok {
 		return 0, false
 	}
 	setRun(bm, c, n)
-	s.hdr.allocHint.Store(uint64(c + n))
+	*hint = uint64(c + n)
 	return uint32(c), true
 }
 

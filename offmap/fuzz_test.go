@@ -227,12 +227,11 @@ func FuzzOperations(f *testing.F) {
 					return out, ops
 				})
 				if errors.Is(err, ErrFull) {
-					// Earlier changes stay: re-read the model from the map.
+					// Nothing changed.
 					for _, kk := range keys {
-						if got, err := m.Get(kk); err == nil {
-							model[string(kk)] = string(got)
-						} else {
-							delete(model, string(kk))
+						got, err := m.Get(kk)
+						if want, ok := model[string(kk)]; ok != (err == nil) || string(got) != want {
+							t.Fatalf("UpdateKeys failed with ErrFull but changed %q: %q %v, want %q", kk, got, err, want)
 						}
 					}
 					continue

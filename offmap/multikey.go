@@ -22,9 +22,9 @@ import (
 // A key may appear once; fn must not use the map (the segments are
 // locked). Values that value handles point into (AcquireInt64, Acquire)
 // change under the handles without any lock, so UpdateKeys refuses them
-// with ErrPinned before fn runs; use the handles. If a change fails
-// (ErrFull), the changes before it stay made and the error says which
-// key failed. A process killed inside UpdateKeys leaves each
+// with ErrPinned before fn runs; use the handles. When a change would not
+// fit (ErrFull), none is made: UpdateKeys first runs the allocations on
+// copies of the segments' free-chunk maps. A process killed inside UpdateKeys leaves each
 // key either changed or not (each change is crash-safe on its own, and
 // the next writer repairs the segments), but not necessarily all of them.
 func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) ([][]byte, []Op)) error {
@@ -85,6 +85,10 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		default:
 			return fmt.Errorf("offmap: UpdateKeys: unknown Op %d", op)
 		}
+	}
+
+	if err := m.preflight(keys, hashes, segs, news, ops); err != nil {
+		return err
 	}
 
 	// Odd versions over every change: readers wait or retry until all are
@@ -205,6 +209,69 @@ func (m *Map) viewOnce(keys [][]byte, hashes []keyHash, segs []segment, quiescen
 		found[i] = true
 	}
 	return -1
+}
+
+// preflight runs UpdateKeys' changes on copies of the segments' free-chunk
+// bitmaps, allocation hints and counts, as insertLocked, updateLocked and
+// deleteLocked will make them, and returns ErrFull if one would fail: then
+// nothing is changed at all. The real changes, made next under the same
+// locks on the same state, take the same steps and succeed.
+func (m *Map) preflight(keys [][]byte, hashes []keyHash, segs []segment, news [][]byte, ops []Op) error {
+	type sim struct {
+		bm              []uint64
+		hint            uint64
+		count, detached uint64
+	}
+	sims := make([]sim, len(segs))
+	for i := range segs {
+		s := &segs[i]
+		sims[i] = sim{bm: slices.Clone(m.bitmap(s)), hint: s.hdr.allocHint.Load(),
+			count: s.hdr.count.Load(), detached: s.hdr.detached.Load()}
+	}
+	total := int(m.hdr.ChunksPerSegment)
+	for i, k := range keys {
+		if ops[i] == OpNone {
+			continue
+		}
+		si := slices.IndexFunc(segs, func(x segment) bool { return x.idx == int(hashes[i].seg) })
+		s, sm := &segs[si], &sims[si]
+		_, w, e, found, _ := m.find(s, k, hashes[i])
+		switch {
+		case ops[i] == OpDelete && found:
+			if w&slotPinned != 0 {
+				sm.detached++
+			} else {
+				clearRun(sm.bm, int(slotChunk(w)), m.chunksFor(e.keyLen, e.valLen))
+			}
+			sm.count--
+		case ops[i] == OpPut && !found:
+			if sm.count+sm.detached >= uint64(m.hdr.MaxPerSegment) {
+				return fmt.Errorf("%w: UpdateKeys: key %q: segment %d holds its maximum of %d entries; nothing changed",
+					ErrFull, k, s.idx, m.hdr.MaxPerSegment)
+			}
+			n := m.chunksFor(len(k), len(news[i]))
+			if _, ok := allocRun(sm.bm, &sm.hint, total, n); !ok {
+				return fmt.Errorf("%w: UpdateKeys: key %q: segment %d has no room for %d more bytes; nothing changed",
+					ErrFull, k, s.idx, n<<m.chunkShift)
+			}
+			sm.count++
+		case ops[i] == OpPut:
+			oldN, newN := m.chunksFor(e.keyLen, e.valLen), m.chunksFor(e.keyLen, len(news[i]))
+			c := int(slotChunk(w))
+			switch {
+			case len(news[i]) == e.valLen && len(news[i]) <= 8:
+			case newN <= oldN:
+				clearRun(sm.bm, c+newN, oldN-newN)
+			default:
+				if _, ok := allocRun(sm.bm, &sm.hint, total, newN); !ok {
+					return fmt.Errorf("%w: UpdateKeys: key %q: segment %d has no room for %d more bytes; nothing changed",
+						ErrFull, k, s.idx, (newN-oldN)<<m.chunkShift)
+				}
+				clearRun(sm.bm, c, oldN)
+			}
+		}
+	}
+	return nil
 }
 
 // segmentsOf returns the distinct segments of keys, in segment order,

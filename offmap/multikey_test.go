@@ -286,3 +286,48 @@ func TestUpdateKeysCrash(t *testing.T) {
 		t.Fatalf("total %d, %v", sum, err)
 	}
 }
+
+// TestUpdateKeysAllOrNothing: when one change does not fit, none is made.
+func TestUpdateKeysAllOrNothing(t *testing.T) {
+	m := openTest(t, Options{Entries: 20, AverageKeySize: 8, AverageValueSize: 8, Segments: 1})
+	var err error
+	n := 0
+	for ; err == nil; n++ {
+		err = m.Put(key(n), le(int64(n)))
+	}
+	if !errors.Is(err, ErrFull) {
+		t.Fatal(err)
+	}
+	// Change a present key and insert one that no longer fits.
+	err = m.UpdateKeys([][]byte{key(0), []byte("one-too-many")}, func(v [][]byte, found []bool) ([][]byte, []Op) {
+		return [][]byte{le(-1), le(-1)}, []Op{OpPut, OpPut}
+	})
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("UpdateKeys over a full segment: %v, want ErrFull", err)
+	}
+	if v, _ := m.Get(key(0)); balance(v) != 0 {
+		t.Fatalf("the first change was made: %d", balance(v))
+	}
+	// A value that needs new chunks the segment lacks, after a change that fits.
+	big := make([]byte, 200)
+	err = m.UpdateKeys([][]byte{key(1), key(2)}, func(v [][]byte, found []bool) ([][]byte, []Op) {
+		return [][]byte{le(-1), big}, []Op{OpPut, OpPut}
+	})
+	if !errors.Is(err, ErrFull) && !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("UpdateKeys with a value that does not fit: %v", err)
+	}
+	if v, _ := m.Get(key(1)); balance(v) != 1 {
+		t.Fatalf("the first change was made: %d", balance(v))
+	}
+	// Deleting makes room: the same UpdateKeys with a delete first succeeds.
+	err = m.UpdateKeys([][]byte{key(0), []byte("one-too-many")}, func(v [][]byte, found []bool) ([][]byte, []Op) {
+		return [][]byte{nil, le(7)}, []Op{OpDelete, OpPut}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustMiss(t, m, key(0))
+	if v, err := m.Get([]byte("one-too-many")); err != nil || balance(v) != 7 {
+		t.Fatalf("the insert after the delete: %v %v", v, err)
+	}
+}
