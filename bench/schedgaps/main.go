@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command schedgaps runs a command under the kernel's scheduler trace and
 // reports every time one of its threads was preempted and kept off its
 // CPU for longer than a threshold, and what ran on that CPU instead: the

@@ -1,3 +1,5 @@
+//go:build linux
+
 package shm
 
 import (
@@ -177,3 +179,6 @@ func spinHint() { spinSink.Load() }
 
 // Yield lets other goroutines run.
 func Yield() { runtime.Gosched() }
+
+// MutexAt returns the Mutex at b[off:].
+func MutexAt(b []byte, off int) *Mutex { return Overlay[Mutex](b, off) }

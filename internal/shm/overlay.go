@@ -71,9 +71,6 @@ func Overlay[T any](b []byte, off int) *T {
 	return (*T)(p)
 }
 
-// MutexAt returns the Mutex at b[off:].
-func MutexAt(b []byte, off int) *Mutex { return Overlay[Mutex](b, off) }
-
 // Heap returns size zeroed bytes of ordinary Go memory aligned to 64
 // bytes: the stand-in for a mapping in tests run with the race detector,
 // which cannot see mapped memory.

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package testfs gives tests file systems of their own: a small tmpfs
 // that a test can fill up or make read-only, to see what the map and the
 // queue do on a full disk or a read-only mount. The mounts are made in a
