@@ -19,12 +19,9 @@ func (m *Map) PutIfAbsent(key, value []byte) (stored bool, err error) {
 	}
 	err = m.withKey(key, func(sv segment, h keyHash) error {
 		s := &sv
-		pos, _, _, found, bad := m.find(s, key, h)
-		switch {
-		case found:
-			return nil
-		case bad:
-			return m.corrupt(s, "a lookup met an entry outside the segment")
+		pos, _, _, found, err := m.lookupLocked(s, key, h)
+		if found || err != nil {
+			return err
 		}
 		if _, err := m.insertLocked(s, pos, h, key, value, 0); err != nil {
 			return err
@@ -43,12 +40,9 @@ func (m *Map) Replace(key, value []byte) (replaced bool, err error) {
 	}
 	err = m.withKey(key, func(sv segment, h keyHash) error {
 		s := &sv
-		pos, w, e, found, bad := m.find(s, key, h)
+		pos, w, e, found, err := m.lookupLocked(s, key, h)
 		if !found {
-			if bad {
-				return m.corrupt(s, "a lookup met an entry outside the segment")
-			}
-			return nil
+			return err
 		}
 		if err := m.updateLocked(s, pos, w, e, value); err != nil {
 			return err
@@ -70,12 +64,9 @@ func (m *Map) CompareAndSwap(key, old, new []byte) (swapped bool, err error) {
 	}
 	err = m.withKey(key, func(sv segment, h keyHash) error {
 		s := &sv
-		pos, w, e, found, bad := m.find(s, key, h)
+		pos, w, e, found, err := m.lookupLocked(s, key, h)
 		if !found {
-			if bad {
-				return m.corrupt(s, "a lookup met an entry outside the segment")
-			}
-			return nil
+			return err
 		}
 		if e.valLen != len(old) {
 			return nil
@@ -111,12 +102,9 @@ func (m *Map) CompareAndDelete(key, old []byte) (deleted bool, err error) {
 	}
 	err = m.withKey(key, func(sv segment, h keyHash) error {
 		s := &sv
-		pos, w, e, found, bad := m.find(s, key, h)
+		pos, w, e, found, err := m.lookupLocked(s, key, h)
 		if !found {
-			if bad {
-				return m.corrupt(s, "a lookup met an entry outside the segment")
-			}
-			return nil
+			return err
 		}
 		if e.valLen != len(old) || !valueIs(s, e, old) {
 			return nil
@@ -150,4 +138,14 @@ func wordOf(v []byte) uint64 {
 	var b [8]byte
 	copy(b[:], v)
 	return binary.LittleEndian.Uint64(b[:])
+}
+
+// lookupLocked is find for a writer holding s's lock: a key not found
+// where the lookup met bytes out of bounds is damage, reported as such.
+func (m *Map) lookupLocked(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e entry, found bool, err error) {
+	pos, w, e, found, bad := m.find(s, key, h)
+	if !found && bad {
+		err = m.corrupt(s, "a lookup met an entry outside the segment")
+	}
+	return pos, w, e, found, err
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/offmap/offmap/internal/testfs"
 	"golang.org/x/sys/unix"
@@ -14,26 +13,11 @@ import (
 // What a hostile or unusual file system gives the map: a FIFO in place of
 // the file, a sparse copy on a full disk, a read-only mount.
 
-// returnsSoon runs open and fails the test if it has not returned within
-// a generous bound: a FIFO blocks open(2) until a writer comes, forever.
-func returnsSoon(t *testing.T, what string, open func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- open() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s has not returned after 20s", what)
-		return nil
-	}
-}
-
 func TestFifoRefused(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "fifo.map")
 	testfs.Fifo(t, p)
 	for _, ro := range []bool{false, true} {
-		err := returnsSoon(t, "Open of a FIFO", func() error {
+		err := testfs.ReturnsSoon(t, "Open of a FIFO", func() error {
 			m, err := Open(p, Options{ReadOnly: ro, Entries: 10, AverageKeySize: 4, AverageValueSize: 4})
 			if err == nil {
 				m.Close()

@@ -225,12 +225,9 @@ func (m *Map) Delete(key []byte) (bool, error) {
 	deleted := false
 	err := m.withKey(key, func(sv segment, h keyHash) error {
 		s := &sv
-		pos, w, e, found, bad := m.find(s, key, h)
+		pos, w, e, found, err := m.lookupLocked(s, key, h)
 		if !found {
-			if bad {
-				return m.corrupt(s, "a lookup met an entry outside the segment")
-			}
-			return nil
+			return err
 		}
 		m.deleteLocked(s, pos, w, e)
 		deleted = true

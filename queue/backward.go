@@ -79,14 +79,7 @@ func (t *Tailer) toPrevCycle() error {
 	}
 	// The end of its slots: sealed, or not yet if a roller died before
 	// sealing it (no message follows that mark either way).
-	seq, off, err := c.end()
-	if err != nil && err != errEOF {
-		c.release()
-		return err
-	}
-	t.setCycle(c)
-	t.off, t.seq = off, seq
-	return nil
+	return t.toEndOf(c)
 }
 
 // SeekLast moves the tailer so that it reads the last n messages of the

@@ -15,21 +15,6 @@ import (
 // What a hostile or unusual file system gives the queue: FIFOs in place of
 // its files, a sparse copy on a full disk, a read-only mount.
 
-// returnsSoon runs f and fails the test if it has not returned within a
-// generous bound: a FIFO blocks open(2) until a writer comes, forever.
-func returnsSoon(t *testing.T, what string, f func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s has not returned after 20s", what)
-		return nil
-	}
-}
-
 // twoCycles makes a queue in dir with n messages in each of two cycles.
 func twoCycles(t *testing.T, dir string, n int) {
 	clk := newClock()
@@ -80,7 +65,7 @@ func TestFifoInPlaceOfQueueFiles(t *testing.T) {
 	dir := t.TempDir()
 	testfs.Fifo(t, filepath.Join(dir, metaName))
 	for _, ro := range []bool{false, true} {
-		err := returnsSoon(t, "Open with a FIFO as queue.meta", func() error {
+		err := testfs.ReturnsSoon(t, "Open with a FIFO as queue.meta", func() error {
 			q, err := Open(dir, Options{ReadOnly: ro})
 			if err == nil {
 				q.Close()
@@ -108,7 +93,7 @@ func TestFifoInPlaceOfQueueFiles(t *testing.T) {
 	testfs.Fifo(t, last)
 	for _, ro := range []bool{false, true} {
 		var n int
-		err := returnsSoon(t, "reading a queue whose second cycle is a FIFO", func() (err error) {
+		err := testfs.ReturnsSoon(t, "reading a queue whose second cycle is a FIFO", func() (err error) {
 			n, err = readThrough(dir, ro)
 			return err
 		})

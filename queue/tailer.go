@@ -327,6 +327,12 @@ func (t *Tailer) SeekEnd() error {
 	if err != nil {
 		return err
 	}
+	return t.toEndOf(c)
+}
+
+// toEndOf positions the tailer at the end of c's slots (its first free
+// slot, or its end-of-cycle mark), taking over c's reference.
+func (t *Tailer) toEndOf(c *cycle) error {
 	seq, off, err := c.end()
 	if err != nil && err != errEOF {
 		c.release()

@@ -27,6 +27,8 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/offmap/offmap/internal/cliargs"
 )
 
 // command is one verb: its help and the function that runs it.
@@ -45,11 +47,11 @@ var commands = []*command{
 	&dumpCommand, &loadCommand, &verifyCommand, &recoverCommand, &copyCommand,
 }
 
-// Exit statuses.
+// Exit statuses: the same for both tools (internal/cliargs).
 const (
-	exitOK       = 0
-	exitNegative = 1 // a key is absent, a file is damaged
-	exitError    = 2 // wrong arguments, missing file, failed operation
+	exitOK       = cliargs.ExitOK
+	exitNegative = cliargs.ExitNegative
+	exitError    = cliargs.ExitError
 )
 
 // cli is what a command runs with: its streams and whether stderr is a
@@ -137,30 +139,15 @@ func (c *cli) exit(err error) int {
 	if err == nil || errors.Is(err, errHelpShown) {
 		return exitOK
 	}
-	code := exitError
-	var ee *exitErr
-	if errors.As(err, &ee) {
-		code = ee.code
-		if ee.silent {
-			return code
-		}
+	code, print := cliargs.Status(err)
+	if print {
+		fmt.Fprintf(c.stderr, "offmap: %s: %s\n", c.cmd.name, message(err))
 	}
-	fmt.Fprintf(c.stderr, "offmap: %s: %s\n", c.cmd.name, message(err))
 	return code
 }
 
-// exitErr carries an exit status other than exitError.
-type exitErr struct {
-	code   int
-	err    error
-	silent bool // the command already reported it
-}
-
-func (e *exitErr) Error() string { return e.err.Error() }
-func (e *exitErr) Unwrap() error { return e.err }
-
 // negative makes err end the command with exit status 1.
-func negative(err error) error { return &exitErr{code: exitNegative, err: err} }
+func negative(err error) error { return cliargs.Negative(err) }
 
 // usageError is an error in the command line.
 func (c *cli) usageError(format string, args ...any) error {

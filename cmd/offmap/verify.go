@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/offmap"
 )
 
@@ -75,7 +76,7 @@ func runVerify(c *cli, args []string) error {
 	if len(problems) > len(raw) {
 		fmt.Fprintf(c.stdout, "'offmap recover %s' repairs the segments as each line describes.\n", path)
 	}
-	return &exitErr{code: exitNegative, silent: true, err: errors.New("damaged")}
+	return &cliargs.ExitErr{Code: exitNegative, Silent: true, Err: errors.New("damaged")}
 }
 
 // check checks every segment, moving the progress bar, and returns the

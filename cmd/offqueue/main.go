@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/offmap/offmap/internal/cliargs"
 )
 
 // command is one verb: its help and the function that runs it.
@@ -36,11 +38,11 @@ type command struct {
 // commands lists the verbs in the order "offqueue help" shows them.
 var commands = []*command{&dumpCommand, &followCommand, &statsCommand, &verifyCommand, &appendCommand}
 
-// Exit statuses, as offmap's.
+// Exit statuses: the same for both tools (internal/cliargs).
 const (
-	exitOK       = 0
-	exitNegative = 1 // verify found problems
-	exitError    = 2 // wrong arguments, missing or foreign queue, failed I/O
+	exitOK       = cliargs.ExitOK
+	exitNegative = cliargs.ExitNegative
+	exitError    = cliargs.ExitError
 )
 
 // cli is what a command runs with.
@@ -98,33 +100,18 @@ func (c *cli) exit(err error) int {
 	if err == nil || errors.Is(err, errHelpShown) {
 		return exitOK
 	}
-	code := exitError
-	var ee *exitErr
-	if errors.As(err, &ee) {
-		code = ee.code
-		if ee.silent {
-			return code
-		}
+	code, print := cliargs.Status(err)
+	if print {
+		fmt.Fprintf(c.stderr, "offqueue: %s: %s\n", c.cmd.name, message(err))
 	}
-	fmt.Fprintf(c.stderr, "offqueue: %s: %s\n", c.cmd.name, message(err))
 	return code
 }
 
-// exitErr carries an exit status other than exitError.
-type exitErr struct {
-	code   int
-	err    error
-	silent bool // the command already reported it
-}
-
-func (e *exitErr) Error() string { return e.err.Error() }
-func (e *exitErr) Unwrap() error { return e.err }
-
 // negative makes err end the command with exit status 1.
-func negative(err error) error { return &exitErr{code: exitNegative, err: err} }
+func negative(err error) error { return cliargs.Negative(err) }
 
 // errProblems ends a verify that printed the problems it found.
-var errProblems = &exitErr{code: exitNegative, silent: true, err: errors.New("problems found")}
+var errProblems = &cliargs.ExitErr{Code: exitNegative, Silent: true, Err: errors.New("problems found")}
 
 // errHelpShown ends a command whose --help was printed.
 var errHelpShown = errors.New("help shown")
@@ -174,27 +161,7 @@ func (c *cli) flags() *flag.FlagSet {
 // after the arguments; "--" ends them. An argument that looks like a
 // negative number ("-5") is positional.
 func (c *cli) parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if len(a) < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') {
-			pos = append(pos, a)
-			continue
-		}
-		flags = append(flags, a)
-		name := strings.TrimLeft(a, "-")
-		if strings.Contains(name, "=") {
-			continue
-		}
-		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
-			i++
-			flags = append(flags, args[i])
-		}
-	}
+	flags, pos := cliargs.Split(fs, args)
 	if err := fs.Parse(flags); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			writeHelp(c.stdout, c.cmd, fs)
@@ -208,56 +175,9 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, min, max int) ([]string, er
 	return pos, nil
 }
 
-func isBoolFlag(f *flag.Flag) bool {
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
-
-// helpWidth is the width help text keeps within.
-const helpWidth = 80
-
 // writeHelp prints a command's --help: usage, description, flags, examples.
 func writeHelp(w io.Writer, cmd *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: offqueue %s %s\n\n%s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help))
-	first := true
-	fs.VisitAll(func(f *flag.Flag) {
-		if first {
-			fmt.Fprint(w, "\nflags:\n")
-			first = false
-		}
-		arg, usage := flag.UnquoteUsage(f)
-		name := "--" + f.Name
-		if len(f.Name) == 1 {
-			name = "-" + f.Name
-		}
-		if arg != "" {
-			name += " " + arg
-		}
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
-			usage += fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		writeFlag(w, name, usage)
-	})
+	cliargs.WriteFlags(w, fs)
 	fmt.Fprintf(w, "\nexamples:\n%s\n", strings.TrimRight(cmd.examples, "\n"))
-}
-
-// writeFlag prints one flag of a --help, its description wrapped at word
-// boundaries within helpWidth columns.
-func writeFlag(w io.Writer, name, usage string) {
-	const indent = 2 + 20 + 1
-	line := fmt.Sprintf("  %-20s", name)
-	if len(line) > indent-1 {
-		fmt.Fprintln(w, line)
-		line = strings.Repeat(" ", indent-1)
-	}
-	n := 0
-	for _, word := range strings.Fields(usage) {
-		if n > 0 && len(line)+1+len(word) > helpWidth {
-			fmt.Fprintln(w, line)
-			line, n = strings.Repeat(" ", indent-1), 0
-		}
-		line += " " + word
-		n++
-	}
-	fmt.Fprintln(w, line)
 }
