@@ -1,6 +1,7 @@
 package offmap
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"strings"
@@ -74,8 +75,9 @@ func TestCheckFile(t *testing.T) {
 	if _, err := f.WriteAt([]byte{7}, 1000); err != nil { // in the reserved part of the header page
 		t.Fatal(err)
 	}
-	st, _ := f.Stat()
-	if err := f.Truncate(st.Size() + 4096); err != nil {
+	var end [8]byte // the claimed space's end, past MaxFileSize
+	binary.LittleEndian.PutUint64(end[:], 1<<50)
+	if _, err := f.WriteAt(end[:], growthWordsOff); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -87,7 +89,10 @@ func TestCheckFile(t *testing.T) {
 	defer m.Close()
 	mustGet(t, m, []byte("k"), "v")
 	ps := checkProblems(t, m)
-	if len(ps) != 2 || !hasProblem(ps, "reserved byte at offset 1000") || !hasProblem(ps, "its header says") {
-		t.Fatalf("Check found %q, want the reserved byte and the file size", ps)
+	if len(ps) != 2 || !hasProblem(ps, "reserved byte at offset 1000") || !hasProblem(ps, "claimed space ends at") {
+		t.Fatalf("Check found %q, want the reserved byte and the claimed space", ps)
+	}
+	if err := m.Put([]byte("new"), make([]byte, 200)); err != nil && !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Put that needs growth in a map with a damaged growth word: %v, want ErrCorrupt or success", err)
 	}
 }

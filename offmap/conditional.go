@@ -79,7 +79,7 @@ func (m *Map) CompareAndSwap(key, old, new []byte) (swapped bool, err error) {
 				return fmt.Errorf("%w: value handles point into this %d-byte value; a %d-byte value cannot replace it",
 					ErrValueSize, e.valLen, len(new))
 			}
-			swapped = casSmall(s.area[e.valOff():], wordOf(old), new)
+			swapped = casSmall(s.mem[e.valOff():], wordOf(old), new)
 			return nil
 		}
 		if !valueIs(s, e, old) {
@@ -128,9 +128,9 @@ func handleWord(w uint64, e entry) bool {
 // up to 8 bytes are read with one atomic load, as readers do.
 func valueIs(s *segment, e entry, v []byte) bool {
 	if len(v) > 0 && len(v) <= 8 {
-		return shm.U64(s.area, e.valOff()).Load() == wordOf(v)
+		return shm.U64(s.mem, e.valOff()).Load() == wordOf(v)
 	}
-	return shm.Equal(s.area[e.valOff():], v)
+	return shm.Equal(s.mem[e.valOff():], v)
 }
 
 // wordOf is a value of at most 8 bytes as its zero-padded word.

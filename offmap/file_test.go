@@ -67,7 +67,7 @@ func TestBadFiles(t *testing.T) {
 		{"half header", good[:2000], ErrTruncated},
 		{"header only", good[:headerSize], ErrTruncated},
 		{"truncated body", good[:len(good)-4096], ErrTruncated},
-		{"future version", edit(func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 2); reseal(b) }), ErrVersion},
+		{"future version", edit(func(b []byte) { binary.LittleEndian.PutUint32(b[8:], formatVersion+1); reseal(b) }), ErrVersion},
 		{"flipped header bit", edit(func(b []byte) { b[40] ^= 4 }), ErrCorrupt},
 		{"bad checksum", edit(func(b []byte) { b[checksumOff] ^= 1 }), ErrCorrupt},
 		{"segments overlap", edit(func(b []byte) { binary.LittleEndian.PutUint64(b[88:], 4096); reseal(b) }), ErrCorrupt},

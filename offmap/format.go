@@ -5,59 +5,76 @@ import (
 	"fmt"
 	"math/bits"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/offmap/offmap/internal/shm"
 )
 
-// The file format, version 1. Part of the format: do not change any of it
+// The file format, version 2. Part of the format: do not change any of it
 // without bumping formatVersion. docs/FORMAT.md describes it in full.
 //
 // All integers are little-endian. The file is:
 //
-//	[0, 4096)                 header page (below)
-//	[SegHeadersOff, +64*S)    segment headers, 64 bytes each (segmentHeader)
-//	[SegmentsOff, +Stride*S)  segment data, Stride bytes each:
-//	    [0, 8*Slots)            hash slots, one uint64 each (slot bits below)
-//	    [BitmapOff, ...)        free-chunk bitmap, one bit per chunk, 1 = used
-//	    [ScratchOff, ...)       redo record: uint64 value length, value bytes
-//	    [AreaOff, +Chunk*Chunks) entry space in chunks of ChunkSize bytes
+//	[0, 4096)                  header page (below)
+//	[SegHeadersOff, +256*S)    segment headers, 256 bytes each (segmentHeader)
+//	[SegmentsOff, +Stride*S)   initial segment bodies, Stride bytes each:
+//	    [0, 8*Slots)             the first slot table (slot bits below)
+//	    [BitmapOff, ...)         extent 0's free-chunk bitmap, 1 bit per chunk
+//	    [ScratchOff, ...)        redo record: uint64 value length, value bytes
+//	    [AreaOff, +Chunk*Chunks) extent 0: entry space in chunks of ChunkSize
+//	[FileSize, AllocEnd)       growth: larger slot tables and more extents,
+//	                           claimed by any process as its segments fill
 //
 // Header page:
 //
 //	off  size  field
 //	  0     8  magic "OFFMAP\x00\x00"
-//	  8     4  format version (1)
+//	  8     4  format version (2)
 //	 12     4  header size (4096)
-//	 16     8  file size
+//	 16     8  initial file size (a multiple of 64 KiB; growth starts here)
 //	 24     8  hash seed (xxhash64 seed for keys)
-//	 32     8  Entries (declared capacity)
+//	 32     8  Entries (the declared starting capacity)
 //	 40     4  AverageKeySize        44  4  AverageValueSize
 //	 48     4  MaxKeySize            52  4  MaxValueSize
 //	 56     4  segments              60  4  chunk size (power of two >= 8)
-//	 64     4  slots per segment     68  4  max entries per segment
-//	 72     8  chunks per segment
+//	 64     4  slots per segment, initially
+//	 68     4  max entries per segment, initially
+//	 72     8  chunks of extent 0 (per segment)
 //	 80     8  SegHeadersOff         88  8  SegmentsOff
 //	 96     8  segment Stride       104  8  BitmapOff (in a segment)
 //	112     8  ScratchOff (in a segment)    120  8  AreaOff (in a segment)
 //	128     8  creation time, Unix nanoseconds
-//	136   112  reserved, zero
+//	136     8  MaxFileSize: the file never grows past it
+//	144   104  reserved, zero
 //	248     8  checksum: xxhash64 of bytes [0, 248)
-//	256  3840  reserved, zero
+//	256     8  AllocEnd: end of the space claimed so far (CAS by growers)
+//	264     8  slot tables grown (count, informational)
+//	272     8  extents added (count, informational)
+//	280  3816  reserved, zero
+//
+// Bytes [0, 256) never change after creation; the growth words at 256 are
+// changed atomically by every process that grows the map.
 const (
-	formatVersion     = 1
+	formatVersion     = 2
 	magic             = "OFFMAP\x00\x00"
 	checksumOff       = 248
 	headerSize        = 4096
-	headerReservedOff = 136 // [136, 248) and [256, 4096) are reserved, zero
-	segmentHeaderSize = 64
+	headerReservedOff = 144 // [144, 248) and [280, 4096) are reserved, zero
+	growthWordsOff    = 256
+	growthWordsEnd    = 280
+	segmentHeaderSize = 256
 	entryHeaderSize   = 8
+	// fileAlign is the granule the file grows by: a multiple of every
+	// page size Linux uses (4, 16 and 64 KiB), so that the mapping never
+	// covers bytes past the end of the file.
+	fileAlign = 64 << 10
 )
 
 type header struct {
 	Version          uint32
 	HeaderSize       uint32
-	FileSize         uint64
+	FileSize         uint64 // initial size; growth lies past it
 	Seed             uint64
 	Entries          uint64
 	AvgKey           uint32
@@ -68,7 +85,7 @@ type header struct {
 	ChunkSize        uint32
 	SlotsPerSegment  uint32
 	MaxPerSegment    uint32
-	ChunksPerSegment uint64
+	ChunksPerSegment uint64 // of extent 0
 	SegHeadersOff    uint64
 	SegmentsOff      uint64
 	SegmentStride    uint64
@@ -76,6 +93,7 @@ type header struct {
 	ScratchOff       uint64
 	AreaOff          uint64
 	Created          int64
+	MaxFileSize      uint64
 }
 
 func (h *header) encode() []byte {
@@ -103,16 +121,22 @@ func (h *header) encode() []byte {
 	le.PutUint64(b[112:], h.ScratchOff)
 	le.PutUint64(b[120:], h.AreaOff)
 	le.PutUint64(b[128:], uint64(h.Created))
+	le.PutUint64(b[136:], h.MaxFileSize)
 	le.PutUint64(b[checksumOff:], xxhash.Sum64(b[:checksumOff]))
+	le.PutUint64(b[growthWordsOff:], h.FileSize) // AllocEnd: nothing claimed yet
 	return b
 }
 
 // decodeHeader parses and validates the header page of a file of
 // fileSize bytes. b holds the file's first min(fileSize, 4096) bytes.
 // Each failure wraps its own sentinel: ErrEmptyFile, ErrNotMap,
-// ErrTruncated, ErrVersion or ErrCorrupt.
+// ErrTruncated, ErrVersion or ErrCorrupt. A file of format version 1 is
+// ErrVersion with a pointer to Upgrade.
 func decodeHeader(b []byte, fileSize int64) (*header, error) {
 	if err := shm.CheckHeader(b, fileSize, magic, formatVersion, headerSize, checksumOff); err != nil {
+		if len(b) >= 12 && binary.LittleEndian.Uint32(b[8:]) == 1 {
+			return nil, fmt.Errorf("%w: format version 1, from before maps could grow; 'offmap upgrade FILE' (or offmap.Upgrade) rewrites it as version %d", ErrVersion, formatVersion)
+		}
 		return nil, err
 	}
 	le := binary.LittleEndian
@@ -137,6 +161,7 @@ func decodeHeader(b []byte, fileSize int64) (*header, error) {
 	h.ScratchOff = le.Uint64(b[112:])
 	h.AreaOff = le.Uint64(b[120:])
 	h.Created = int64(le.Uint64(b[128:]))
+	h.MaxFileSize = le.Uint64(b[136:])
 	if err := h.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
@@ -157,8 +182,10 @@ func (h *header) validate() error {
 	switch {
 	case h.HeaderSize != headerSize:
 		return fmt.Errorf("header size %d", h.HeaderSize)
-	case h.FileSize > maxFileSize:
+	case h.FileSize > maxFileSize || h.FileSize%fileAlign != 0:
 		return fmt.Errorf("file size %d", h.FileSize)
+	case h.MaxFileSize < h.FileSize || h.MaxFileSize > maxFileSize || h.MaxFileSize%fileAlign != 0:
+		return fmt.Errorf("maximum file size %d for a file of %d", h.MaxFileSize, h.FileSize)
 	case h.Segments == 0 || h.Segments > maxSegments:
 		return fmt.Errorf("segments %d", h.Segments)
 	case h.ChunkSize < 8 || h.ChunkSize > 4096 || h.ChunkSize&(h.ChunkSize-1) != 0:
@@ -167,7 +194,7 @@ func (h *header) validate() error {
 		return fmt.Errorf("slots per segment %d", h.SlotsPerSegment)
 	case h.MaxPerSegment == 0 || h.MaxPerSegment >= h.SlotsPerSegment:
 		return fmt.Errorf("max entries per segment %d for %d slots", h.MaxPerSegment, h.SlotsPerSegment)
-	case h.ChunksPerSegment == 0 || h.ChunksPerSegment >= 1<<32:
+	case h.ChunksPerSegment == 0 || h.ChunksPerSegment > maxExtent0Chunks:
 		return fmt.Errorf("chunks per segment %d", h.ChunksPerSegment)
 	case h.MaxKey == 0 || h.MaxKey > maxKeyLimit || h.MaxValue > maxValueLimit:
 		return fmt.Errorf("max key %d, max value %d", h.MaxKey, h.MaxValue)
@@ -196,65 +223,133 @@ func (h *header) validate() error {
 		return fmt.Errorf("largest entry does not fit a segment")
 	}
 	all, ok := mul(uint64(h.Segments), h.SegmentStride)
-	if !ok || h.SegmentsOff+all != h.FileSize {
+	if !ok || h.SegmentsOff+all > h.FileSize || h.SegmentsOff+all+fileAlign <= h.FileSize {
 		return fmt.Errorf("segments end at %d, file size %d", h.SegmentsOff+all, h.FileSize)
 	}
 	return nil
 }
 
-// segmentHeader is the shared state of one segment, 64 bytes, in the
+// growthWords are the header words growers change, at growthWordsOff.
+type growthWords struct {
+	allocEnd     atomic.Uint64 // end of the claimed space: next claim starts here
+	tablesGrown  atomic.Uint64
+	extentsAdded atomic.Uint64
+}
+
+// segmentHeader is the shared state of one segment, 256 bytes, in the
 // segment header array. Part of the format.
 //
 //	off  field
 //	  0  lock        shm.Mutex (16 bytes): owner token, futex word, sleepers
 //	 16  version     seqlock counter; odd while a writer changes the segment
-//	 24  count       live entries
-//	 32  detached    entries deleted while value handles pinned them
-//	 40  usedChunks  chunks taken by live and detached entries
-//	 48  intent      redo record: 0, or 1 + the chunk of the entry whose
+//	 24  table       the slot table: its offset in the file / 64 in bits
+//	                 24-63, its number of slots (2 to 2^20) in bits 0-23
+//	 32  count       live entries
+//	 40  detached    entries deleted while value handles pinned them
+//	 48  usedChunks  chunks taken by live and detached entries
+//	 56  intent      redo record: 0, or 1 + the chunk of the entry whose
 //	                 value is being rewritten in place from the scratch area
-//	 56  allocHint   chunk where the next allocation search starts
+//	 64  allocHint   chunk where the next allocation search starts
+//	 72  reserved, zero
+//	 80  extents     22 words: offset in the file of extent k (k = 1..22),
+//	                 or 0 while the segment has no extent k
 //
-// count, detached, usedChunks and the bitmap are derived from the slots;
-// a repair recomputes them.
-// versionOff is the offset of segmentHeader.version.
-const versionOff = 16
+// Readers need only the first cache line (version and table). count,
+// detached, usedChunks and the bitmaps are derived from the slots; a
+// repair recomputes them.
+const versionOff, tableOff = 16, 24
 
 type segmentHeader struct {
 	lock       shm.Mutex
 	version    atomic.Uint64
+	table      atomic.Uint64
 	count      atomic.Uint64
 	detached   atomic.Uint64
 	usedChunks atomic.Uint64
 	intent     atomic.Uint64
 	allocHint  atomic.Uint64
+	_          uint64
+	extents    [maxExtents]atomic.Uint64
 }
+
+const (
+	tableSlotBits = 24
+	maxSlotsLimit = 1 << slotFracBits // slots a segment's table may grow to
+)
+
+// tableWord packs a slot table's place and size.
+func tableWord(off, slots int) uint64 { return uint64(off)/64<<tableSlotBits | uint64(slots) }
+
+func tableAt(w uint64) (off, slots int) {
+	return int(w>>tableSlotBits) * 64, int(w & (1<<tableSlotBits - 1))
+}
+
+// tableLimit is how many entries a slot table of n slots takes before
+// the segment moves to a table twice as large: 85 %, where linear probing
+// still finds a key in a few probes.
+func tableLimit(n int) int { return n * 85 / 100 }
+
+// Extents. A segment's entry space is extent 0, in its initial body, and
+// extents 1 to 22 added as it fills. Chunks are numbered across extents:
+// with B the smallest power of two >= ChunksPerSegment, extent 0 holds
+// chunks [0, ChunksPerSegment) and extent k >= 1 holds the 2^(B+k-1)
+// chunks [2^(B+k-1), 2^(B+k)), so each extent doubles the segment's space
+// and a chunk's extent is a bit length away. An extent in the growth area
+// is its free-chunk bitmap, padded to 64 bytes, then its entry space.
+const maxExtents = 22
+
+// maxExtent0Chunks keeps B+1 <= 32: extent 1's chunks must be numbered
+// in 32 bits.
+const maxExtent0Chunks = 1 << 30
+
+// extentChunks is the number of chunks in extent k >= 1.
+func (m *Map) extentChunks(k int) int { return 1 << (m.extBits + k - 1) }
+
+// extentBitmapBytes is the size of extent k's bitmap, padded to 64.
+func (m *Map) extentBitmapBytes(k int) int { return shm.Pad((m.extentChunks(k)+63)/64*8, 64) }
+
+// extentBytes is the size of extent k in the file.
+func (m *Map) extentBytes(k int) int {
+	return m.extentBitmapBytes(k) + m.extentChunks(k)<<m.chunkShift
+}
+
+// maxExtent is the last extent a segment may have: chunk numbers must fit
+// in 32 bits.
+func (m *Map) maxExtent() int { return min(maxExtents, 32-m.extBits) }
 
 // Slot bits. A slot is 0 when empty. Part of the format.
 //
-//	bits  0-31  chunk of the entry in the segment's entry space
-//	bits 32-47  home: the slot the key hashes to (linear probing start)
-//	bits 48-60  tag: 13 more bits of the key's hash
+//	bits  0-31  chunk of the entry in the segment's numbering (above)
+//	bits 32-51  hash fraction: 20 bits of the key's hash; the key's home
+//	            slot in a table of n slots is fraction*n >> 20, so a table
+//	            can grow without reading a key
+//	bits 52-60  tag: 9 more bits of the key's hash
 //	bit     61  pinned: value handles may point at the value; its size is fixed
 //	bit     62  detached: deleted while pinned; lookups skip it, space kept
 //	bit     63  used
 const (
 	slotChunkMask = 1<<32 - 1
-	slotHomeShift = 32
-	slotHomeMask  = (1<<16 - 1) << slotHomeShift
-	slotTagShift  = 48
-	slotTagMask   = (1<<13 - 1) << slotTagShift
+	slotFracShift = 32
+	slotFracBits  = 20
+	slotFracMask  = (1<<slotFracBits - 1) << slotFracShift
+	slotTagShift  = 52
+	slotTagMask   = (1<<9 - 1) << slotTagShift
 	slotPinned    = 1 << 61
 	slotDetached  = 1 << 62
 	slotUsed      = 1 << 63
 	// slotMatch selects the bits a lookup compares: a live slot with the
-	// key's home and tag.
-	slotMatch = slotUsed | slotDetached | slotHomeMask | slotTagMask
+	// key's hash fraction and tag.
+	slotMatch = slotUsed | slotDetached | slotFracMask | slotTagMask
 )
 
 func slotChunk(w uint64) uint32 { return uint32(w & slotChunkMask) }
 
-// Entry layout, at chunk*ChunkSize in a segment's entry space:
+// homeIn is the home slot of slot word w in a table of n slots.
+func homeIn(w uint64, n int) uint32 {
+	return uint32((w & slotFracMask) >> slotFracShift * uint64(n) >> slotFracBits)
+}
+
+// Entry layout, at the chunk's place in its extent:
 //
 //	off  size           field
 //	  0  4              key length
@@ -267,3 +362,10 @@ func slotChunk(w uint64) uint32 { return uint32(w & slotChunkMask) }
 func entryBytes(keyLen, valLen int) int {
 	return entryHeaderSize + shm.Pad8(keyLen) + shm.Pad8(valLen)
 }
+
+// The format fixes these sizes; the compiler checks the structs agree.
+var (
+	_ [segmentHeaderSize - unsafe.Sizeof(segmentHeader{})]byte
+	_ [unsafe.Sizeof(segmentHeader{}) - segmentHeaderSize]byte
+	_ [growthWordsEnd - growthWordsOff - unsafe.Sizeof(growthWords{})]byte
+)

@@ -50,7 +50,7 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 			}
 		}
 		m.handlesIssued.Store(true)
-		value = s.area[e.valOff() : e.valOff()+size]
+		value = s.mem[e.valOff() : e.valOff()+size]
 		return nil
 	})
 	return value, err

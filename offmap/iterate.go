@@ -60,7 +60,7 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 			continue
 		}
 		buf, spans = buf[:0], spans[:0]
-		bad := false
+		bad := !m.loadTable(s)
 		for i := range s.slots {
 			w := s.slots[i].Load()
 			if w == 0 || w&slotDetached != 0 {
@@ -86,6 +86,9 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 		}
 		if quiescent || s.hdr.version.Load() == v {
 			if bad {
+				if m.refresh() {
+					continue // another process grew the file: map it and look again
+				}
 				return buf, spans, m.corrupt(s, "an entry lies outside the segment")
 			}
 			return buf, spans, nil

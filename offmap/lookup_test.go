@@ -45,8 +45,8 @@ func TestFindAndProbeAgree(t *testing.T) {
 			h := m.hash(k)
 			s := m.segment(h.seg)
 			_, _, e, ok, fbad := m.find(&s, k, h)
-			area := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride) + int(m.hdr.AreaOff)
-			valOff, valLen, pok, pbad := m.probe(area-int(m.hdr.AreaOff), area, k, h)
+			slots, slotsN := m.tableOf(s.base, s.hdr.table.Load())
+			valOff, valLen, pok, pbad := m.probe(s.mem, s.hdr, s.base, slots, slotsN, k, h)
 			if pbad {
 				continue
 			}
@@ -58,7 +58,7 @@ func TestFindAndProbeAgree(t *testing.T) {
 				continue
 			}
 			found++
-			fv := s.area[e.valOff() : e.valOff()+e.valLen]
+			fv := s.mem[e.valOff() : e.valOff()+e.valLen]
 			pv := m.mem[valOff : valOff+valLen]
 			if !bytes.Equal(fv, pv) || &fv[:1][0] != &pv[:1][0] && len(fv) > 0 {
 				t.Fatalf("round %d, key %q: find's value %x, probe's %x", round, k, fv, pv)

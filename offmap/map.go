@@ -19,15 +19,28 @@ import (
 // Map is a hash map in a memory-mapped file, shared by every goroutine and
 // process that opens the file. All methods are safe for concurrent use.
 type Map struct {
-	path    string
-	file    *os.File // nil for a heap-backed map
-	mapping *shm.Mapping
-	mem     []byte
+	path   string
+	file   *os.File    // nil for a heap-backed map
+	region *shm.Region // the mapping, in address space reserved for MaxFileSize
+	// mem is the file's first FileSize bytes: header page, segment headers
+	// and initial segment bodies. It never changes.
+	mem []byte
+	// view is all of the file this process has mapped: mem, then the
+	// growth area as far as any process had grown it when this one last
+	// looked. Its address never changes; it only gets longer.
+	view atomic.Pointer[[]byte]
+	// limit is where the file stops growing: MaxFileSize, or the end of a
+	// heap-backed map's memory.
+	limit   int
+	growMu  sync.Mutex    // serialises this process's mapping extensions
+	seenEnd atomic.Uint64 // AllocEnd when the mapping was last extended
 	hdr     header
 	// bufs holds, per segment, this process's scratch memory for Update;
 	// the segment lock serialises its users.
 	bufs       [][]byte
 	chunkShift uint
+	extBits    int // B: 2^B is the first chunk of extent 1
+	area0Len   int // bytes of extent 0
 	readOnly   bool
 	self       shm.Token
 	timeout    time.Duration
@@ -99,12 +112,18 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 	if err := opts.checkAgainst(h); err != nil {
 		return nil, err
 	}
-	mp, err := shm.Map(f, 0, int(h.FileSize), !readOnly)
+	reg, err := shm.Reserve(int(h.MaxFileSize))
 	if err != nil {
 		return nil, err
 	}
-	m := newMap(path, *h, mp.Bytes(), readOnly, opts)
-	m.file, m.mapping = f, mp
+	mem, err := reg.Extend(f, int(h.FileSize), !readOnly)
+	if err != nil {
+		reg.Unmap()
+		return nil, err
+	}
+	m := newMap(path, *h, mem, readOnly, opts)
+	m.file, m.region, m.limit = f, reg, int(h.MaxFileSize)
+	m.refresh() // the growth area, as far as other processes took it
 	if exclusive {
 		m.recoverAlone()
 		if err := shm.Flock(f, false, false); err != nil {
@@ -118,26 +137,31 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 func newMap(path string, h header, mem []byte, readOnly bool, opts Options) *Map {
 	m := &Map{
 		path:       path,
-		mem:        mem,
+		mem:        mem[:h.FileSize],
+		limit:      len(mem),
 		hdr:        h,
 		chunkShift: uint(bits.TrailingZeros32(h.ChunkSize)),
+		extBits:    bits.Len64(h.ChunksPerSegment - 1),
 		readOnly:   readOnly,
 		self:       shm.Self(),
 		timeout:    opts.lockTimeout(),
 		guard:      values.NewGuard("its map " + path),
 	}
+	m.area0Len = int(h.ChunksPerSegment) << m.chunkShift
+	m.view.Store(&mem)
 	m.bufs = make([][]byte, h.Segments)
 	return m
 }
 
 // openHeap makes a map in ordinary Go memory: for tests under the race
-// detector, which cannot see mapped memory.
+// detector, which cannot see mapped memory. It may grow to 8 times its
+// starting size (or MaxFileSize, if less).
 func openHeap(opts Options) (*Map, error) {
 	h, err := plan(opts, randomSeed())
 	if err != nil {
 		return nil, err
 	}
-	mem := shm.Heap(int(h.FileSize))
+	mem := shm.Heap(int(min(h.MaxFileSize, 8*h.FileSize)))
 	copy(mem, h.encode())
 	return newMap("(heap)", h, mem, false, opts), nil
 }
@@ -163,8 +187,10 @@ func (m *Map) Close() error {
 	}
 	m.guard.Close()
 	var err error
-	if m.mapping != nil {
-		err = m.mapping.Release()
+	if m.region != nil {
+		m.growMu.Lock()
+		err = m.region.Release()
+		m.growMu.Unlock()
 	}
 	if m.file != nil {
 		if cerr := m.file.Close(); err == nil {
@@ -185,10 +211,12 @@ func (m *Map) Sync() error {
 		return err
 	}
 	defer m.exitWrite()
-	if m.mapping == nil {
+	if m.region == nil {
 		return nil
 	}
-	return m.mapping.Sync()
+	m.growMu.Lock()
+	defer m.growMu.Unlock()
+	return m.region.Sync()
 }
 
 // enterWrite registers a write in flight, so that Close waits for it.
@@ -231,9 +259,13 @@ func (m *Map) lock(s *segment) error {
 	if err != nil {
 		return fmt.Errorf("offmap: %s: segment %d: %w", m.path, s.idx, err)
 	}
-	// A free lock over an odd version or a pending redo record is left by
-	// no crash, only by damage: repair it like a dead holder's.
-	if tookOver || s.hdr.version.Load()&1 != 0 || s.hdr.intent.Load() != 0 {
+	// Another process may have grown the segment since s was loaded.
+	m.catchUp()
+	tableOK := m.loadTable(s)
+	// A free lock over an odd version, a pending redo record or a table
+	// outside the file is left by no crash, only by damage: repair it like
+	// a dead holder's.
+	if tookOver || !tableOK || s.hdr.version.Load()&1 != 0 || s.hdr.intent.Load() != 0 {
 		m.repairLocked(s)
 	}
 	return nil

@@ -156,6 +156,9 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 			}
 		}
 		if busy < 0 {
+			for i := range segs {
+				m.loadTable(&segs[i])
+			}
 			busy = m.viewOnce(keys, hashes, segs, quiescent, vals, found)
 			for i := range segs {
 				if busy < 0 && !quiescent[i] && segs[i].hdr.version.Load() != versions[i] {
@@ -169,6 +172,9 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 				fn(vals, found)
 				return nil
 			}
+		}
+		if m.refresh() {
+			continue // another process grew the file: map it and look again
 		}
 		q, err := m.readStep(&segs[busy], try, &since[busy])
 		if err != nil {
@@ -213,22 +219,47 @@ func (m *Map) viewOnce(keys [][]byte, hashes []keyHash, segs []segment, quiescen
 
 // preflight runs UpdateKeys' changes on copies of the segments' free-chunk
 // bitmaps, allocation hints and counts, as insertLocked, updateLocked and
-// deleteLocked will make them, and returns ErrFull if one would fail: then
-// nothing is changed at all. The real changes, made next under the same
-// locks on the same state, take the same steps and succeed.
+// deleteLocked will make them. Where a change needs room the segment lacks,
+// it grows the segment first (which changes no entry), and it returns
+// ErrFull if the segment cannot grow: then nothing is changed at all. The
+// real changes, made next under the same locks on the same state, take the
+// same steps and succeed.
 func (m *Map) preflight(keys [][]byte, hashes []keyHash, segs []segment, news [][]byte, ops []Op) error {
 	type sim struct {
-		bm              []uint64
+		bms             [][]uint64
 		hint            uint64
 		count, detached uint64
 	}
 	sims := make([]sim, len(segs))
 	for i := range segs {
 		s := &segs[i]
-		sims[i] = sim{bm: slices.Clone(m.bitmap(s)), hint: s.hdr.allocHint.Load(),
-			count: s.hdr.count.Load(), detached: s.hdr.detached.Load()}
+		var bms [maxExtents + 1][]uint64
+		n := m.extentBitmaps(s, &bms)
+		sm := sim{hint: s.hdr.allocHint.Load(), count: s.hdr.count.Load(), detached: s.hdr.detached.Load()}
+		for _, bm := range bms[:n] {
+			sm.bms = append(sm.bms, slices.Clone(bm))
+		}
+		sims[i] = sm
 	}
-	total := int(m.hdr.ChunksPerSegment)
+	nothing := func(k []byte, err error) error {
+		return fmt.Errorf("offmap: UpdateKeys: key %q: %w; nothing changed", k, err)
+	}
+	// alloc allocates n chunks in the copies, growing the segment when
+	// they do not fit.
+	alloc := func(s *segment, sm *sim, n int) error {
+		if _, ok := m.allocIn(sm.bms, &sm.hint, n); ok {
+			return nil
+		}
+		if err := m.growArea(s, n); err != nil {
+			return err
+		}
+		sm.bms = append(sm.bms, make([]uint64, len(m.bitmap(s, len(sm.bms)))))
+		sm.hint = uint64(m.chunkNumber(len(sm.bms)-1, 0))
+		if _, ok := m.allocIn(sm.bms, &sm.hint, n); !ok {
+			return m.full(s, n)
+		}
+		return nil
+	}
 	for i, k := range keys {
 		if ops[i] == OpNone {
 			continue
@@ -240,34 +271,36 @@ func (m *Map) preflight(keys [][]byte, hashes []keyHash, segs []segment, news []
 		case ops[i] == OpDelete && found:
 			if w&slotPinned != 0 {
 				sm.detached++
-			} else {
-				clearRun(sm.bm, int(slotChunk(w)), m.chunksFor(e.keyLen, e.valLen))
+			} else if kk, c := m.extentOf(slotChunk(w)); kk >= 0 && kk < len(sm.bms) {
+				clearRun(sm.bms[kk], c, m.chunksFor(e.keyLen, e.valLen))
 			}
 			sm.count--
 		case ops[i] == OpPut && !found:
-			if sm.count+sm.detached >= uint64(m.hdr.MaxPerSegment) {
-				return fmt.Errorf("%w: UpdateKeys: key %q: segment %d holds its maximum of %d entries; nothing changed",
-					ErrFull, k, s.idx, m.hdr.MaxPerSegment)
+			if int(sm.count+sm.detached) >= tableLimit(len(s.slots)) {
+				if err := m.growSlots(s); err != nil {
+					return nothing(k, err)
+				}
 			}
-			n := m.chunksFor(len(k), len(news[i]))
-			if _, ok := allocRun(sm.bm, &sm.hint, total, n); !ok {
-				return fmt.Errorf("%w: UpdateKeys: key %q: segment %d has no room for %d more bytes; nothing changed",
-					ErrFull, k, s.idx, n<<m.chunkShift)
+			if err := alloc(s, sm, m.chunksFor(len(k), len(news[i]))); err != nil {
+				return nothing(k, err)
 			}
 			sm.count++
 		case ops[i] == OpPut:
 			oldN, newN := m.chunksFor(e.keyLen, e.valLen), m.chunksFor(e.keyLen, len(news[i]))
-			c := int(slotChunk(w))
+			kk, c := m.extentOf(slotChunk(w))
 			switch {
 			case len(news[i]) == e.valLen && len(news[i]) <= 8:
 			case newN <= oldN:
-				clearRun(sm.bm, c+newN, oldN-newN)
-			default:
-				if _, ok := allocRun(sm.bm, &sm.hint, total, newN); !ok {
-					return fmt.Errorf("%w: UpdateKeys: key %q: segment %d has no room for %d more bytes; nothing changed",
-						ErrFull, k, s.idx, (newN-oldN)<<m.chunkShift)
+				if kk >= 0 && kk < len(sm.bms) {
+					clearRun(sm.bms[kk], c+newN, oldN-newN)
 				}
-				clearRun(sm.bm, c, oldN)
+			default:
+				if err := alloc(s, sm, newN); err != nil {
+					return nothing(k, err)
+				}
+				if kk >= 0 && kk < len(sm.bms) {
+					clearRun(sm.bms[kk], c, oldN)
+				}
 			}
 		}
 	}

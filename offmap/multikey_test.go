@@ -287,9 +287,10 @@ func TestUpdateKeysCrash(t *testing.T) {
 	}
 }
 
-// TestUpdateKeysAllOrNothing: when one change does not fit, none is made.
+// TestUpdateKeysAllOrNothing: when one change does not fit (the map may not
+// grow past its starting size), none is made.
 func TestUpdateKeysAllOrNothing(t *testing.T) {
-	m := openTest(t, Options{Entries: 20, AverageKeySize: 8, AverageValueSize: 8, Segments: 1})
+	m := openTest(t, Options{Entries: 20, AverageKeySize: 8, AverageValueSize: 8, Segments: 1, MaxFileSize: 64 << 10})
 	var err error
 	n := 0
 	for ; err == nil; n++ {

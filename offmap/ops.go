@@ -85,20 +85,21 @@ func (m *Map) putLocked(s *segment, key, value []byte, h keyHash) error {
 }
 
 // insertLocked adds a new entry at the empty slot pos.
+// A full slot table or entry space grows first (grow.go).
 func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte, flags uint64) (entry, error) {
-	if s.hdr.count.Load()+s.hdr.detached.Load() >= uint64(m.hdr.MaxPerSegment) {
-		return entry{}, fmt.Errorf("%w: %s: segment %d holds its maximum of %d entries (map sized for %d)",
-			ErrFull, m.path, s.idx, m.hdr.MaxPerSegment, m.hdr.Entries)
+	pos, err := m.roomForInsert(s, pos, h)
+	if err != nil {
+		return entry{}, err
 	}
 	n := m.chunksFor(len(key), len(value))
 	// The version is odd from the allocation on: a lock-free checker that
 	// saw the chunks marked used and the slot still empty would report a
 	// leak that is only an insert in progress.
 	beginChange(s)
-	c, ok := m.allocLocked(s, n)
-	if !ok {
+	c, err := m.allocOrGrow(s, n)
+	if err != nil {
 		endChange(s)
-		return entry{}, m.full(s, n)
+		return entry{}, err
 	}
 	crash("insert.alloc")
 	e := m.writeEntry(s, c, key, value)
@@ -112,8 +113,8 @@ func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte,
 }
 
 func (m *Map) full(s *segment, n int) error {
-	return fmt.Errorf("%w: %s: segment %d has no room for %d more bytes (%d of %d chunks used)",
-		ErrFull, m.path, s.idx, n<<m.chunkShift, s.hdr.usedChunks.Load(), m.hdr.ChunksPerSegment)
+	return fmt.Errorf("%w: %s: segment %d has no room for %d more bytes (%d chunks used)",
+		ErrFull, m.path, s.idx, n<<m.chunkShift, s.hdr.usedChunks.Load())
 }
 
 // updateLocked replaces the value of the entry e at slot pos. A value that
@@ -134,22 +135,23 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 	case len(value) == e.valLen && len(value) <= 8:
 		// One aligned word: a single atomic store is all or nothing.
 		beginChange(s)
-		storeSmall(s.area[e.valOff():], value)
+		storeSmall(s.mem[e.valOff():], value)
 		endChange(s)
 	case newN <= oldN:
 		m.redoInPlace(s, c, e, value, oldN-newN)
 	default:
 		beginChange(s) // before the allocation, as in insertLocked
-		nc, ok := m.allocLocked(s, newN)
-		if !ok {
+		nc, err := m.allocOrGrow(s, newN)
+		if err != nil {
 			endChange(s)
-			return m.full(s, newN-oldN)
+			return err
 		}
-		ne := entry{off: int(nc) << m.chunkShift, keyLen: e.keyLen, valLen: len(value)}
-		shm.U32(s.area, ne.off).Store(uint32(e.keyLen))
-		shm.U32(s.area, ne.off+4).Store(uint32(len(value)))
-		shm.Store(s.area[ne.keyOff():], s.area[e.keyOff():e.keyOff()+e.keyLen])
-		shm.Store(s.area[ne.valOff():], value)
+		off, _, _ := m.chunkAt(s, nc)
+		ne := entry{off: off, keyLen: e.keyLen, valLen: len(value)}
+		shm.U32(s.mem, ne.off).Store(uint32(e.keyLen))
+		shm.U32(s.mem, ne.off+4).Store(uint32(len(value)))
+		shm.Store(s.mem[ne.keyOff():], s.mem[e.keyOff():e.keyOff()+e.keyLen])
+		shm.Store(s.mem[ne.valOff():], value)
 		crash("relocate.entry")
 		s.slots[pos].Store(w&^slotChunkMask | uint64(nc))
 		crash("relocate.slot")
@@ -209,11 +211,11 @@ func (m *Map) redoInPlace(s *segment, c uint32, e entry, value []byte, spare int
 
 // applyRedo copies the scratch value, of n bytes, into entry e.
 func (m *Map) applyRedo(s *segment, e entry, n int) {
-	shm.U32(s.area, e.off+4).Store(uint32(n))
+	shm.U32(s.mem, e.off+4).Store(uint32(n))
 	crash("redo.length")
-	shm.Store(s.area[e.valOff():], m.scratch(s)[8:8+n])
+	shm.Store(s.mem[e.valOff():], m.scratch(s)[8:8+n])
 	if shm.Pad8(n) < shm.Pad8(e.valLen) {
-		shm.Zero(s.area[e.valOff()+shm.Pad8(n) : e.valOff()+shm.Pad8(e.valLen)])
+		shm.Zero(s.mem[e.valOff()+shm.Pad8(n) : e.valOff()+shm.Pad8(e.valLen)])
 	}
 }
 
@@ -272,7 +274,7 @@ func removeSlot[T slotTable](slots T, i uint32) {
 		if w == 0 {
 			break
 		}
-		if dist(slotHome(w), k, n) >= dist(hole, k, n) {
+		if dist(homeIn(w, int(n)), k, n) >= dist(hole, k, n) {
 			slots.Store(hole, w)
 			crash("delete.shift")
 			hole = k

@@ -26,6 +26,12 @@ type Options struct {
 	// Segments is the number of independently locked parts. Zero picks
 	// about one per 1024 entries, at least 16 for small maps.
 	Segments int
+	// MaxFileSize bounds the file as the map grows past Entries and the
+	// average sizes: Put returns ErrFull only there (or when the disk is
+	// full). Every process reserves this much address space for the map
+	// (it costs no memory). Zero means 64 GiB, or 4 times the starting
+	// size if that is more.
+	MaxFileSize int64
 
 	// ReadOnly maps the file read-only. A file this process may not
 	// write is opened read-only even without it. Writes return ErrReadOnly.
@@ -45,8 +51,9 @@ const (
 	maxKeyLimit      = 1<<16 - 1
 	maxValueLimit    = 1 << 30
 	maxSegments      = 1 << 16
-	maxSlotsPerSeg   = 1 << 16
+	maxSlotsPerSeg   = maxSlotsLimit
 	maxFileSize      = 1 << 46
+	defaultMaxFile   = 64 << 30
 	defaultMaxFloor  = 256
 	defaultLockWait  = 30 * time.Second
 	targetPerSegment = 1024 // entries per segment in large maps
@@ -89,7 +96,7 @@ func plan(o Options, seed uint64) (header, error) {
 		return h, invalid("a set has no values: AverageValueSize and MaxValueSize must be 0")
 	case !o.set && o.AverageValueSize <= 0:
 		return h, invalid("AverageValueSize must be positive to create a map (got %d; OpenSet makes a set, with no values)", o.AverageValueSize)
-	case o.MaxKeySize < 0 || o.MaxValueSize < 0 || o.Segments < 0:
+	case o.MaxKeySize < 0 || o.MaxValueSize < 0 || o.Segments < 0 || o.MaxFileSize < 0:
 		return h, invalid("sizes must not be negative")
 	}
 	maxKey := o.MaxKeySize
@@ -143,7 +150,7 @@ func plan(o Options, seed uint64) (header, error) {
 	avgChunks := int64((avgEntry + chunk - 1) / chunk)
 	maxEntryChunks := int64((entryBytes(maxKey, maxValue) + chunk - 1) / chunk)
 	chunks := maxPer*avgChunks + maxEntryChunks
-	if chunks >= 1<<32 {
+	if chunks > maxExtent0Chunks {
 		return h, invalid("segments too large: %d chunks (use more segments)", chunks)
 	}
 
@@ -153,10 +160,20 @@ func plan(o Options, seed uint64) (header, error) {
 	stride := shm.Pad(areaOff+chunks*int64(chunk), 64)
 	segHeaders := int64(headerSize)
 	segmentsOff := shm.Pad(segHeaders+int64(segments)*segmentHeaderSize, 64)
-	fileSize := segmentsOff + int64(segments)*stride
-	if fileSize > maxFileSize || stride > maxFileSize/int64(segments) {
+	if stride > maxFileSize/int64(segments) || segmentsOff+int64(segments)*stride > maxFileSize-fileAlign {
 		return h, invalid("a map of %d entries of %d bytes needs more than %d bytes", o.Entries, avgEntry, int64(maxFileSize))
 	}
+	fileSize := shm.Pad(segmentsOff+int64(segments)*stride, fileAlign)
+	limit := o.MaxFileSize
+	switch {
+	case limit == 0:
+		limit = min(max(defaultMaxFile, 4*fileSize), maxFileSize)
+	case limit < fileSize:
+		return h, invalid("MaxFileSize %d is below the %d bytes the map starts with", o.MaxFileSize, fileSize)
+	case limit > maxFileSize:
+		return h, invalid("MaxFileSize %d exceeds %d", o.MaxFileSize, int64(maxFileSize))
+	}
+	limit = limit / fileAlign * fileAlign
 
 	h = header{
 		Version:          formatVersion,
@@ -180,6 +197,7 @@ func plan(o Options, seed uint64) (header, error) {
 		ScratchOff:       uint64(scratchOff),
 		AreaOff:          uint64(areaOff),
 		Created:          time.Now().UnixNano(),
+		MaxFileSize:      uint64(limit),
 	}
 	return h, nil
 }
@@ -197,6 +215,7 @@ func (o Options) checkAgainst(h *header) error {
 		{"MaxKeySize", int64(o.MaxKeySize), int64(h.MaxKey)},
 		{"MaxValueSize", int64(o.MaxValueSize), int64(h.MaxValue)},
 		{"Segments", int64(o.Segments), int64(h.Segments)},
+		{"MaxFileSize", o.MaxFileSize / fileAlign * fileAlign, int64(h.MaxFileSize)},
 	} {
 		if p.opt != 0 && p.opt != p.file {
 			return fmt.Errorf("%w: %s is %d in the options but %d in the file", ErrOptionsMismatch, p.name, p.opt, p.file)

@@ -72,17 +72,23 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 	// The common case in as few instructions as possible, so that the CPU
 	// overlaps the cache misses of consecutive lookups: no writer at work,
 	// and the key found or cleanly absent.
-	version := shm.U64(m.mem, int(m.hdr.SegHeadersOff)+int(h.seg)*segmentHeaderSize+versionOff)
+	seg := int(m.hdr.SegHeadersOff) + int(h.seg)*segmentHeaderSize
+	version := shm.U64(m.mem, seg+versionOff)
 	if v := version.Load(); v&1 == 0 {
-		area := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride) + int(m.hdr.AreaOff)
-		off, n, found, bad := m.probe(area-int(m.hdr.AreaOff), area, key, h)
-		if !bad {
-			out := dst
-			if found && wantValue {
-				out = appendValueAt(dst, m.mem, off, n)
-			}
-			if version.Load() == v && !m.closed.Load() {
-				return out, found, nil
+		mem := m.current()
+		base := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride)
+		slots, n := m.tableOf(base, shm.U64(m.mem, seg+tableOff).Load())
+		if m.tableFits(slots, n, len(mem)) {
+			sh := shm.Overlay[segmentHeader](m.mem, seg)
+			off, vn, found, bad := m.probe(mem, sh, base, slots, n, key, h)
+			if !bad {
+				out := dst
+				if found && wantValue {
+					out = appendValueAt(dst, mem, off, vn)
+				}
+				if version.Load() == v && !m.closed.Load() {
+					return out, found, nil
+				}
 			}
 		}
 	}
@@ -90,32 +96,31 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 	return m.readSlow(dst, key, h, &sv, wantValue)
 }
 
-// probe looks key up for a reader, in the segment whose slots start at
-// base and entries at area (offsets in the mapping): the offset and length
-// of its value if found. bad reports bytes out of the segment's bounds.
-func (m *Map) probe(base, area int, key []byte, h keyHash) (valOff, valLen int, found, bad bool) {
-	n := m.hdr.SlotsPerSegment
-	areaEnd := area + int(m.hdr.ChunksPerSegment)<<m.chunkShift
-	i := h.home
+// probe looks key up for a reader in the table of n slots at slots (an
+// offset in mem) of the segment with header sh and initial body at base:
+// the offset and length of its value if found. bad reports bytes out of
+// bounds.
+func (m *Map) probe(mem []byte, sh *segmentHeader, base, slots, n int, key []byte, h keyHash) (valOff, valLen int, found, bad bool) {
+	i := homeIn(h.match, n)
 	for range n {
-		w := shm.U64(m.mem, base+int(i)*8).Load()
+		w := shm.U64(mem, slots+int(i)*8).Load()
 		if w&slotMatch == h.match {
-			off := area + int(slotChunk(w))<<m.chunkShift
-			if off > areaEnd-entryHeaderSize {
+			off, end, ok := m.locate(mem, sh, base, slotChunk(w))
+			if !ok || off > end-entryHeaderSize {
 				return 0, 0, false, true
 			}
-			hw := shm.U64(m.mem, off).Load() // key length | value length << 32
+			hw := shm.U64(mem, off).Load() // key length | value length << 32
 			kl, vl := int(uint32(hw)), int(hw>>32)
-			if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl) > areaEnd {
+			if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl) > end {
 				return 0, 0, false, true
 			}
-			if kl == len(key) && shm.Equal(m.mem[off+entryHeaderSize:], key) {
+			if kl == len(key) && shm.Equal(mem[off+entryHeaderSize:], key) {
 				return off + entryHeaderSize + shm.Pad8(kl), vl, true, false
 			}
 		} else if w == 0 {
 			return 0, 0, false, false
 		}
-		if i++; i == n {
+		if i++; int(i) == n {
 			i = 0
 		}
 	}
@@ -161,6 +166,7 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 			quiescent = q
 			continue
 		}
+		m.loadTable(s)
 		_, w, e, found, bad := m.find(s, key, h)
 		out := dst[:base]
 		if found && wantValue {
@@ -175,6 +181,9 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 				return dst[:base], false, ErrClosed
 			}
 			if bad && !found {
+				if m.refresh() {
+					continue // another process grew the file: map it and look again
+				}
 				return dst[:base], false, m.corrupt(s, "a lookup met an entry outside the segment")
 			}
 			return out, found, nil

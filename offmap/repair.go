@@ -40,6 +40,20 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 	}
 	n := t.Len()
 
+	// Extents are added in order; one after a missing or misplaced one is
+	// damage, and so are its entries.
+	var bms [maxExtents + 1][]uint64
+	extents := m.extentBitmaps(s, &bms)
+	for k := extents; k <= m.maxExtent(); k++ {
+		if k > 0 && s.hdr.extents[k-1].Load() != 0 {
+			report("extent %d: its place in the file, %d, is not valid or follows a missing extent; %s",
+				k, s.hdr.extents[k-1].Load(), strings.Replace(dropped, "entry", "extent", 1))
+			if fix {
+				s.hdr.extents[k-1].Store(0)
+			}
+		}
+	}
+
 	if in := s.hdr.intent.Load(); in != 0 {
 		report("an in-place value update was interrupted (redo record for chunk %d)", in-1)
 		if fix {
@@ -74,7 +88,7 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		// Keep the copy nearer its home: a backward shift moves entries
 		// toward their home, so that one is the newer.
 		drop, keep := i, j
-		if dist(slotHome(w), i, n) < dist(slotHome(w), j, n) {
+		if dist(homeIn(w, int(n)), i, n) < dist(homeIn(w, int(n)), j, n) {
 			drop, keep = j, i
 		}
 		report("slots %d and %d both reference chunk %d (a delete was interrupted)", keep, drop, c)
@@ -82,21 +96,29 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		owner[c] = keep
 	}
 
-	bitmap := m.bitmap(s)
-	used := make([]uint64, len(bitmap))
+	used := make([][]uint64, extents)
+	for k := range used {
+		used[k] = make([]uint64, len(bms[k]))
+	}
 	for i := range n {
 		w := t.Load(i)
 		if w == 0 {
 			continue
 		}
 		e, _ := m.entryAt(s, slotChunk(w))
-		k := m.chunksFor(e.keyLen, e.valLen)
-		if !runIsClear(used, int(slotChunk(w)), k) {
+		k, c := m.extentOf(slotChunk(w))
+		size := m.chunksFor(e.keyLen, e.valLen)
+		if k < 0 || k >= extents {
+			report("slot %d: entry at chunk %d lies in no extent; %s", i, slotChunk(w), dropped)
+			t.Store(i, 0)
+			continue
+		}
+		if !runIsClear(used[k], c, size) {
 			report("slot %d: entry at chunk %d overlaps another entry; %s", i, slotChunk(w), dropped)
 			t.Store(i, 0)
 			continue
 		}
-		setRun(used, int(slotChunk(w)), k)
+		setRun(used[k], c, size)
 	}
 
 	for moved := true; moved; {
@@ -106,9 +128,9 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 			if w == 0 {
 				continue
 			}
-			for j := slotHome(w); j != i; j = next(j, n) {
+			for j := homeIn(w, int(n)); j != i; j = next(j, n) {
 				if t.Load(j) == 0 {
-					report("slot %d: entry cut off from its home slot %d; %s %d", i, slotHome(w), movedTo, j)
+					report("slot %d: entry cut off from its home slot %d; %s %d", i, homeIn(w, int(n)), movedTo, j)
 					t.Store(j, w)
 					t.Store(i, 0)
 					moved = true
@@ -130,8 +152,10 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 			count++
 		}
 	}
-	for _, x := range used {
-		chunks += uint64(popcount(x))
+	for _, bm := range used {
+		for _, x := range bm {
+			chunks += uint64(popcount(x))
+		}
 	}
 	if got := s.hdr.count.Load(); got != count {
 		report("entry count says %d, slots hold %d", got, count)
@@ -144,8 +168,10 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 	}
 	leaked, unmarked := 0, 0
 	for k := range used {
-		leaked += popcount(bitmap[k] &^ used[k])
-		unmarked += popcount(used[k] &^ bitmap[k])
+		for j := range used[k] {
+			leaked += popcount(bms[k][j] &^ used[k][j])
+			unmarked += popcount(used[k][j] &^ bms[k][j])
+		}
 	}
 	if leaked > 0 {
 		report("%d chunks marked used belong to no entry (an insert was interrupted)", leaked)
@@ -154,7 +180,9 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		report("%d chunks of live entries are marked free", unmarked)
 	}
 	if fix {
-		copy(bitmap, used)
+		for k := range used {
+			copy(bms[k], used[k])
+		}
 		s.hdr.count.Store(count)
 		s.hdr.detached.Store(detached)
 		s.hdr.usedChunks.Store(chunks)
@@ -172,15 +200,12 @@ func (m *Map) invalidSlot(s *segment, idx int, w uint64) string {
 	if w&slotUsed == 0 {
 		return fmt.Sprintf("bad slot word %#x", w)
 	}
-	if slotHome(w) >= m.hdr.SlotsPerSegment {
-		return fmt.Sprintf("home slot %d out of range", slotHome(w))
-	}
 	e, ok := m.entryAt(s, slotChunk(w))
 	if !ok {
 		return fmt.Sprintf("entry at chunk %d is outside the segment or over the size limits", slotChunk(w))
 	}
 	key := make([]byte, e.keyLen)
-	shm.Load(key, s.area[e.keyOff():])
+	shm.Load(key, s.mem[e.keyOff():])
 	h := m.hash(key)
 	if int(h.seg) != idx || w&(slotMatch&^slotDetached) != h.match {
 		return fmt.Sprintf("key at chunk %d does not hash to this slot", slotChunk(w))
@@ -218,6 +243,12 @@ func (m *Map) repairLocked(s *segment) []string {
 		beginChange(s)
 	} else {
 		problems = append(problems, fmt.Sprintf("segment %d: a write was interrupted (version odd)", s.idx))
+	}
+	if !m.loadTable(s) {
+		problems = append(problems, fmt.Sprintf("segment %d: its slot table word %#x names no valid table; the segment goes back to its first table",
+			s.idx, s.hdr.table.Load()))
+		s.hdr.table.Store(0)
+		m.loadTable(s)
 	}
 	problems = append(problems, m.scanSegment(s, sharedSlots(s.slots), true)...)
 	s.hdr.lock.ResetSleepers()
@@ -368,30 +399,103 @@ func (m *Map) Check() error {
 }
 
 // CheckFile checks what lies outside the segments, as Check does: the
-// header page's reserved bytes and the file's size. Neither is ever
-// written after creation, and Recover cannot fix them: a problem here
-// means a damaged or foreign-made file ('offmap copy' rewrites it).
+// header page's reserved bytes, the file's size, and the places of the
+// segments' grown slot tables and extents (inside the claimed growth
+// area, inside the file, no two overlapping). Recover cannot fix the first
+// two: a problem there means a damaged or foreign-made file ('offmap
+// copy' rewrites it); it drops tables and extents that overlap.
 func (m *Map) CheckFile() ([]string, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
 	var p []string
-	for _, r := range [][2]int{{headerReservedOff, checksumOff}, {checksumOff + 8, headerSize}} {
+	for _, r := range [][2]int{{headerReservedOff, checksumOff}, {growthWordsEnd, headerSize}} {
 		if i := slices.IndexFunc(m.mem[r[0]:r[1]], func(b byte) bool { return b != 0 }); i >= 0 {
 			p = append(p, fmt.Sprintf("header: reserved byte at offset %d is not zero", r[0]+i))
 			break
 		}
 	}
+	size := int64(len(m.current()))
 	if m.file != nil {
+		m.refresh()
 		st, err := m.file.Stat()
 		if err != nil {
 			return nil, err
 		}
-		if st.Size() != int64(m.hdr.FileSize) {
-			p = append(p, fmt.Sprintf("file is %d bytes, its header says %d", st.Size(), m.hdr.FileSize))
+		if size = st.Size(); size < int64(m.hdr.FileSize) {
+			p = append(p, fmt.Sprintf("file is %d bytes, its header says at least %d", size, m.hdr.FileSize))
 		}
 	}
+	for _, r := range m.overlaps(min(int(size), len(m.current())), false) {
+		p = append(p, r)
+	}
 	return p, nil
+}
+
+// grownRegion is a slot table or extent in the growth area.
+type grownRegion struct {
+	off, end int
+	seg, k   int // k = -1 for a slot table, else the extent
+}
+
+// overlaps checks the segments' grown tables and extents against each
+// other and the claimed space (whose end must be in the first size bytes
+// of the file). With fix set (all segment locks are free or dead: Open
+// alone, or Recover), it drops every one that overlaps an earlier one,
+// from the segment header: the entries in it are lost, as damage loses
+// them.
+func (m *Map) overlaps(size int, fix bool) []string {
+	var p []string
+	claimed := int(m.growth().allocEnd.Load())
+	if claimed < int(m.hdr.FileSize) || claimed > m.limit {
+		p = append(p, fmt.Sprintf("header: the claimed space ends at %d, outside [%d, %d]", claimed, m.hdr.FileSize, m.limit))
+		claimed = min(max(claimed, int(m.hdr.FileSize)), m.limit)
+	}
+	var rs []grownRegion
+	for i := range int(m.hdr.Segments) {
+		s := m.segment(uint32(i))
+		if w := s.hdr.table.Load(); w != 0 {
+			off, n := tableAt(w)
+			rs = append(rs, grownRegion{off, off + 8*n, i, -1})
+		}
+		for k := 1; k <= m.maxExtent(); k++ {
+			if off := int(s.hdr.extents[k-1].Load()); off != 0 {
+				rs = append(rs, grownRegion{off, off + m.extentBytes(k), i, k})
+			}
+		}
+	}
+	slices.SortFunc(rs, func(a, b grownRegion) int { return a.off - b.off })
+	end := int(m.hdr.FileSize)
+	for _, r := range rs {
+		what := fmt.Sprintf("segment %d: slot table", r.seg)
+		if r.k >= 0 {
+			what = fmt.Sprintf("segment %d: extent %d", r.seg, r.k)
+		}
+		var why string
+		switch {
+		case r.off < int(m.hdr.FileSize) && r.k == -1 && r.off >= int(m.hdr.SegmentsOff):
+			continue // a table in an initial body: loadTable checks it
+		case r.off < end:
+			why = fmt.Sprintf("at %d overlaps what lies before it", r.off)
+		case r.end > claimed:
+			why = fmt.Sprintf("[%d, %d) lies past the claimed space, which ends at %d", r.off, r.end, claimed)
+		case r.end > size:
+			why = fmt.Sprintf("[%d, %d) lies past the end of the file, %d", r.off, r.end, size)
+		default:
+			end = r.end
+			continue
+		}
+		p = append(p, fmt.Sprintf("%s %s", what, why))
+		if fix {
+			s := m.segment(uint32(r.seg))
+			if r.k == -1 {
+				s.hdr.table.Store(0)
+			} else {
+				s.hdr.extents[r.k-1].Store(0)
+			}
+		}
+	}
+	return p
 }
 
 // CheckSegment checks segment i (0 <= i < Stats().Segments) as Check does
@@ -408,6 +512,7 @@ func (m *Map) CheckSegment(i int) ([]string, error) {
 }
 
 func (m *Map) checkSegment(s *segment) ([]string, error) {
+	m.catchUp()
 	if owner := s.hdr.lock.Owner(); owner != 0 && !shm.Alive(owner) {
 		// Do not take the lock over: report what the dead holder left.
 		return append([]string{fmt.Sprintf("segment %d: lock held by dead process %d", s.idx, owner.PID())},
@@ -456,6 +561,10 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 
 // scanCopy runs scanSegment on a private copy of s's slots.
 func (m *Map) scanCopy(s *segment) []string {
+	if !m.loadTable(s) {
+		return []string{fmt.Sprintf("segment %d: its slot table word %#x names no valid table (recover goes back to the segment's first table)",
+			s.idx, s.hdr.table.Load())}
+	}
 	t := make(localSlots, len(s.slots))
 	for i := range s.slots {
 		t[i] = s.slots[i].Load()

@@ -1,20 +1,18 @@
 package offmap
 
 import (
+	"math/bits"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/offmap/offmap/internal/shm"
 )
 
-func slotHome(w uint64) uint32 { return uint32((w & slotHomeMask) >> slotHomeShift) }
-
 // keyHash is where a key lives: its segment, and the slot word a live
 // entry of it has in the match bits.
 type keyHash struct {
 	seg   uint32
-	home  uint32
-	match uint64
+	match uint64 // used | hash fraction | tag: its home in any table
 }
 
 // hash is the key's hash in this file: xxhash64 of the key, xored with the
@@ -32,25 +30,26 @@ func mixSeed(h, seed uint64) uint64 {
 	return h
 }
 
-// split derives segment, home slot and tag from independent parts of the
-// 64-bit hash (multiply-shift maps a 32-bit part onto [0, n)).
+// split derives segment, hash fraction and tag from independent parts of
+// the 64-bit hash (multiply-shift maps a 32-bit part onto [0, n)).
 func (m *Map) split(h uint64) keyHash {
 	seg := uint32(uint64(uint32(h>>32)) * uint64(m.hdr.Segments) >> 32)
-	home := uint32(uint64(uint32(h)) * uint64(m.hdr.SlotsPerSegment) >> 32)
-	tag := (h * 0x9E3779B97F4A7C15) >> 51
-	return keyHash{seg: seg, home: home, match: slotUsed | uint64(home)<<slotHomeShift | tag<<slotTagShift}
+	frac := uint64(uint32(h)) >> (32 - slotFracBits)
+	tag := (h * 0x9E3779B97F4A7C15) >> (64 - 9)
+	return keyHash{seg: seg, match: slotUsed | frac<<slotFracShift | tag<<slotTagShift}
 }
 
 // segment is a view of one segment's memory. It is computed from the
 // hash on each operation (segment), not loaded from a table, so that a
-// lookup's first memory accesses depend on nothing but the key; what only
-// writers need (bitmap, scratch) is computed when they ask.
+// lookup's first memory accesses depend on nothing but the key. Its slot
+// table is the one the header named when loadTable last ran: readers run
+// it after each version load, writers after taking the lock.
 type segment struct {
 	idx   int
-	base  int // of the segment's data in the mapping
+	base  int // of the segment's initial body in the file
 	hdr   *segmentHeader
+	mem   []byte // the mapped file, as far as this process has it
 	slots []atomic.Uint64
-	area  []byte
 	// inTx: a multi-key update holds the version odd for all of its
 	// changes; the single changes inside it leave the version alone.
 	inTx bool
@@ -58,20 +57,113 @@ type segment struct {
 
 func (m *Map) segment(i uint32) segment {
 	h := &m.hdr
-	base := int(h.SegmentsOff) + int(i)*int(h.SegmentStride)
-	area := base + int(h.AreaOff)
-	return segment{
-		idx:   int(i),
-		base:  base,
-		hdr:   shm.Overlay[segmentHeader](m.mem, int(h.SegHeadersOff)+int(i)*segmentHeaderSize),
-		slots: shm.U64s(m.mem, base, int(h.SlotsPerSegment)),
-		area:  m.mem[area : area+int(h.ChunksPerSegment)<<m.chunkShift],
+	s := segment{
+		idx:  int(i),
+		base: int(h.SegmentsOff) + int(i)*int(h.SegmentStride),
+		hdr:  shm.Overlay[segmentHeader](m.mem, int(h.SegHeadersOff)+int(i)*segmentHeaderSize),
 	}
+	m.loadTable(&s)
+	return s
 }
 
-// bitmap is s's free-chunk bitmap; only touched with the lock held.
-func (m *Map) bitmap(s *segment) []uint64 {
-	return shm.Words(m.mem, s.base+int(m.hdr.BitmapOff), int((m.hdr.ChunksPerSegment+63)/64))
+// loadTable points s at the slot table its header names, mapping more of
+// the file if another process grew it. It returns false, with no slots,
+// when the table lies outside the file's growth area or initial bodies:
+// a torn read of a change, or damage.
+func (m *Map) loadTable(s *segment) bool {
+	s.mem = m.current()
+	off, n := m.tableOf(s.base, s.hdr.table.Load())
+	if !m.tableFits(off, n, len(s.mem)) {
+		if !m.tableFits(off, n, m.limit) || !m.refresh() {
+			s.slots = nil
+			return false
+		}
+		s.mem = m.current()
+		if !m.tableFits(off, n, len(s.mem)) {
+			s.slots = nil
+			return false
+		}
+	}
+	s.slots = shm.U64s(s.mem, off, n)
+	return true
+}
+
+// tableOf decodes a table word; 0 names the segment's first table, in its
+// initial body at base, so that a zero-filled header is a valid segment.
+func (m *Map) tableOf(base int, w uint64) (off, n int) {
+	if w == 0 {
+		return base, int(m.hdr.SlotsPerSegment)
+	}
+	return tableAt(w)
+}
+
+// tableFits reports whether a table of n slots at off lies past the
+// segment headers and within the first size bytes.
+func (m *Map) tableFits(off, n, size int) bool {
+	return n >= 2 && n <= maxSlotsLimit && off%64 == 0 && off >= int(m.hdr.SegmentsOff) && off <= size-8*n
+}
+
+// bitmap is the free-chunk bitmap of extent k of s; only touched with the
+// lock held. It is nil if the extent does not exist or is out of bounds.
+func (m *Map) bitmap(s *segment, k int) []uint64 {
+	if k == 0 {
+		return shm.Words(m.mem, s.base+int(m.hdr.BitmapOff), int((m.hdr.ChunksPerSegment+63)/64))
+	}
+	off, ok := m.extentAt(s, k)
+	if !ok {
+		return nil
+	}
+	return shm.Words(s.mem, off, (m.extentChunks(k)+63)/64)
+}
+
+// extentAt returns the offset of extent k >= 1 of s, if s has it and it
+// lies in the mapped growth area.
+func (m *Map) extentAt(s *segment, k int) (int, bool) { return m.extentIn(s.mem, s.hdr, k) }
+
+func (m *Map) extentIn(mem []byte, sh *segmentHeader, k int) (int, bool) {
+	off := int(sh.extents[k-1].Load())
+	if off == 0 || off%64 != 0 || off < int(m.hdr.FileSize) || off > len(mem)-m.extentBytes(k) {
+		return 0, false
+	}
+	return off, true
+}
+
+// extentOf returns the extent that chunk c belongs to and c's index in
+// it, or k = -1 for a number no extent has.
+func (m *Map) extentOf(c uint32) (k int, i int) {
+	if uint64(c) < m.hdr.ChunksPerSegment {
+		return 0, int(c)
+	}
+	k = bits.Len32(c) - m.extBits
+	if k < 1 || k > m.maxExtent() {
+		return -1, 0
+	}
+	return k, int(c) - m.extentChunks(k)
+}
+
+// chunkAt returns the offset in s.mem of chunk c and the end of its
+// extent's entry space.
+func (m *Map) chunkAt(s *segment, c uint32) (off, end int, ok bool) {
+	return m.locate(s.mem, s.hdr, s.base, c)
+}
+
+// locate is chunkAt for the segment with header sh and initial body at
+// base, in mem.
+func (m *Map) locate(mem []byte, sh *segmentHeader, base int, c uint32) (off, end int, ok bool) {
+	if uint64(c) < m.hdr.ChunksPerSegment {
+		area := base + int(m.hdr.AreaOff)
+		return area + int(c)<<m.chunkShift, area + m.area0Len, true
+	}
+	k, i := m.extentOf(c)
+	if k < 1 {
+		return 0, 0, false
+	}
+	x, ok := m.extentIn(mem, sh, k)
+	if !ok {
+		return 0, 0, false
+	}
+	area := x + m.extentBitmapBytes(k)
+	return area + i<<m.chunkShift, area + m.extentChunks(k)<<m.chunkShift, true
 }
 
 // scratch is s's redo record.
@@ -79,10 +171,10 @@ func (m *Map) scratch(s *segment) []byte {
 	return m.mem[s.base+int(m.hdr.ScratchOff) : s.base+int(m.hdr.AreaOff)]
 }
 
-// entry is the location of an entry in a segment's entry space, checked
-// against the segment's bounds (layout in format.go).
+// entry is the location of an entry in the mapped file, checked against
+// its extent's bounds (layout in format.go).
 type entry struct {
-	off    int // of the header in the segment's area
+	off    int // of the header in the mapping
 	keyLen int
 	valLen int
 }
@@ -92,19 +184,19 @@ func (e entry) valOff() int { return e.off + entryHeaderSize + shm.Pad8(e.keyLen
 func (e entry) size() int   { return entryBytes(e.keyLen, e.valLen) }
 
 // entryAt reads the entry at chunk c. It returns ok=false when anything in
-// it lies outside the segment or over the map's limits: a torn read of a
+// it lies outside its extent or over the map's limits: a torn read of a
 // concurrent change, or a damaged file.
 func (m *Map) entryAt(s *segment, c uint32) (entry, bool) {
-	off := int(c) << m.chunkShift
-	if c >= uint32(m.hdr.ChunksPerSegment) || off+entryHeaderSize > len(s.area) {
+	off, end, ok := m.chunkAt(s, c)
+	if !ok || off > end-entryHeaderSize {
 		return entry{}, false
 	}
 	e := entry{
 		off:    off,
-		keyLen: int(shm.U32(s.area, off).Load()),
-		valLen: int(shm.U32(s.area, off+4).Load()),
+		keyLen: int(shm.U32(s.mem, off).Load()),
+		valLen: int(shm.U32(s.mem, off+4).Load()),
 	}
-	if e.keyLen > int(m.hdr.MaxKey) || e.valLen > int(m.hdr.MaxValue) || e.off+e.size() > len(s.area) {
+	if e.keyLen > int(m.hdr.MaxKey) || e.valLen > int(m.hdr.MaxValue) || e.off+e.size() > end {
 		return entry{}, false
 	}
 	return e, true
@@ -121,19 +213,22 @@ func (m *Map) chunksFor(keyLen, valLen int) int {
 // It is the heart of every operation, kept lean so that the CPU can overlap
 // the cache misses of consecutive lookups.
 func (m *Map) find(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e entry, found, bad bool) {
-	slots, area := s.slots, s.area
+	slots, mem := s.slots, s.mem
 	n := uint32(len(slots))
-	i := h.home
+	if n == 0 {
+		return 0, 0, entry{}, false, true
+	}
+	i := homeIn(h.match, int(n))
 	for range n {
 		w = slots[i].Load()
 		if w&slotMatch == h.match {
-			off := int(slotChunk(w)) << m.chunkShift
-			if off <= len(area)-entryHeaderSize {
-				hw := shm.U64(area, off).Load() // key length | value length << 32
+			off, end, ok := m.chunkAt(s, slotChunk(w))
+			if ok && off <= end-entryHeaderSize {
+				hw := shm.U64(mem, off).Load() // key length | value length << 32
 				kl, vl := int(uint32(hw)), int(hw>>32)
-				if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl) > len(area) {
+				if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl) > end {
 					bad = true
-				} else if kl == len(key) && shm.Equal(area[off+entryHeaderSize:], key) {
+				} else if kl == len(key) && shm.Equal(mem[off+entryHeaderSize:], key) {
 					return i, w, entry{off: off, keyLen: kl, valLen: vl}, true, false
 				}
 			} else {
@@ -150,12 +245,14 @@ func (m *Map) find(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e e
 }
 
 // writeEntry stores key and value as a new entry at chunk c.
+// c was just allocated, so it lies in an extent of s.
 func (m *Map) writeEntry(s *segment, c uint32, key, value []byte) entry {
-	e := entry{off: int(c) << m.chunkShift, keyLen: len(key), valLen: len(value)}
-	shm.U32(s.area, e.off).Store(uint32(len(key)))
-	shm.U32(s.area, e.off+4).Store(uint32(len(value)))
-	shm.Store(s.area[e.keyOff():], key)
-	shm.Store(s.area[e.valOff():], value)
+	off, _, _ := m.chunkAt(s, c)
+	e := entry{off: off, keyLen: len(key), valLen: len(value)}
+	shm.U32(s.mem, e.off).Store(uint32(len(key)))
+	shm.U32(s.mem, e.off+4).Store(uint32(len(value)))
+	shm.Store(s.mem[e.keyOff():], key)
+	shm.Store(s.mem[e.valOff():], value)
 	return e
 }
 
@@ -173,7 +270,7 @@ func loadValue(dst []byte, s *segment, e entry) []byte {
 		return dst // an empty value has no value word
 	}
 	if e.valLen <= 8 {
-		w := shm.U64(s.area, e.valOff()).Load()
+		w := shm.U64(s.mem, e.valOff()).Load()
 		if e.valLen == 8 {
 			putWord(dst[n:], w)
 		} else {
@@ -182,7 +279,7 @@ func loadValue(dst []byte, s *segment, e entry) []byte {
 			}
 		}
 	} else {
-		shm.Load(dst[n:], s.area[e.valOff():])
+		shm.Load(dst[n:], s.mem[e.valOff():])
 	}
 	return dst
 }
@@ -198,4 +295,4 @@ func (m *Map) scratchLen(s *segment) int {
 }
 
 // loadKey copies e's key into dst (len(dst) == e.keyLen).
-func loadKey(dst []byte, s *segment, e entry) { shm.Load(dst, s.area[e.keyOff():]) }
+func loadKey(dst []byte, s *segment, e entry) { shm.Load(dst, s.mem[e.keyOff():]) }

@@ -6,14 +6,16 @@ import (
 	"github.com/offmap/offmap/internal/shm"
 )
 
-// Stats describes a map's layout and fill. Counts of entries are ints, as
-// Len and Options.Entries are; sizes in bytes are int64.
+// Stats describes a map's layout, growth and fill. Counts of entries are
+// ints, as Len and Options.Entries are; sizes in bytes are int64.
 type Stats struct {
 	Path             string
 	FormatVersion    int
-	FileSize         int64
+	FileSize         int64 // now: the starting size and all growth so far
+	StartFileSize    int64 // when created
+	MaxFileSize      int64 // the file grows no further
 	Created          time.Time
-	Capacity         int // Entries the map was created for
+	Capacity         int // Entries the map was created for: where it started
 	Len              int // live entries
 	Detached         int // entries deleted while value handles pinned them
 	AverageKeySize   int
@@ -21,20 +23,30 @@ type Stats struct {
 	MaxKeySize       int
 	MaxValueSize     int
 	Segments         int
-	SlotsPerSegment  int
-	MaxPerSegment    int // entries one segment can hold
+	SlotsPerSegment  int // in each segment's first slot table
+	MaxPerSegment    int // entries a segment took before its first growth
 	ChunkSize        int
-	ChunksPerSegment int
-	EntrySpace       int64 // bytes of entry space in all segments
+	ChunksPerSegment int   // in each segment's first extent
+	EntrySpace       int64 // bytes of entry space in all segments, grown included
 	BytesUsed        int64 // bytes of entry space taken
-	ReadOnly         bool
-	PerSegment       []SegmentStats
+	TablesGrown      int   // times a segment moved to a slot table twice as large
+	ExtentsAdded     int   // times a segment added entry space
+	// UnusedBytes is growth space that no segment uses: the slot tables
+	// segments grew out of, and steps cut short by a crash. offmap copy
+	// reclaims it.
+	UnusedBytes int64
+	ReadOnly    bool
+	PerSegment  []SegmentStats
 }
 
 // SegmentStats describes one segment.
 type SegmentStats struct {
 	Entries     int
 	Detached    int
+	Slots       int   // in its slot table now
+	MaxEntries  int   // entries it takes before its slot table grows
+	Extents     int   // pieces of entry space: 1 until it first grows
+	EntrySpace  int64 // bytes of entry space
 	BytesUsed   int64
 	LockHolder  int  // pid holding the segment lock, or 0
 	HolderDead  bool // the holder is gone: the next writer takes over
@@ -49,6 +61,8 @@ func (m *Map) Stats() Stats {
 		Path:             m.path,
 		FormatVersion:    int(h.Version),
 		FileSize:         int64(h.FileSize),
+		StartFileSize:    int64(h.FileSize),
+		MaxFileSize:      int64(h.MaxFileSize),
 		Created:          time.Unix(0, h.Created),
 		Capacity:         int(h.Entries),
 		AverageKeySize:   int(h.AvgKey),
@@ -60,21 +74,38 @@ func (m *Map) Stats() Stats {
 		MaxPerSegment:    int(h.MaxPerSegment),
 		ChunkSize:        int(h.ChunkSize),
 		ChunksPerSegment: int(h.ChunksPerSegment),
-		EntrySpace:       int64(h.Segments) * int64(h.ChunksPerSegment) * int64(h.ChunkSize),
 		ReadOnly:         m.readOnly,
 	}
 	if m.closed.Load() {
 		return st
 	}
+	g := m.growth()
+	end := int64(g.allocEnd.Load())
+	st.FileSize = shm.Pad(max(end, st.StartFileSize), fileAlign)
+	st.TablesGrown, st.ExtentsAdded = int(g.tablesGrown.Load()), int(g.extentsAdded.Load())
+	st.UnusedBytes = max(0, end-st.StartFileSize)
 	st.PerSegment = make([]SegmentStats, m.hdr.Segments)
 	for i := range m.hdr.Segments {
-		sh := m.segment(i).hdr
+		s := m.segment(i)
+		sh := s.hdr
 		ss := SegmentStats{
 			Entries:     int(sh.count.Load()),
 			Detached:    int(sh.detached.Load()),
+			Slots:       len(s.slots),
+			MaxEntries:  tableLimit(len(s.slots)),
+			Extents:     1,
+			EntrySpace:  int64(m.area0Len),
 			BytesUsed:   int64(sh.usedChunks.Load()) << m.chunkShift,
 			Writing:     sh.version.Load()&1 != 0,
 			RedoPending: sh.intent.Load() != 0,
+		}
+		if sh.table.Load() != 0 {
+			st.UnusedBytes -= int64(shm.Pad(8*len(s.slots), 64))
+		}
+		for k := 1; k <= m.maxExtent() && sh.extents[k-1].Load() != 0; k++ {
+			ss.Extents++
+			ss.EntrySpace += int64(m.extentChunks(k)) << m.chunkShift
+			st.UnusedBytes -= int64(m.extentBytes(k))
 		}
 		if owner := sh.lock.Owner(); owner != 0 {
 			ss.LockHolder = owner.PID()
@@ -84,6 +115,8 @@ func (m *Map) Stats() Stats {
 		st.Len += ss.Entries
 		st.Detached += ss.Detached
 		st.BytesUsed += ss.BytesUsed
+		st.EntrySpace += ss.EntrySpace
 	}
+	st.UnusedBytes = max(0, st.UnusedBytes)
 	return st
 }

@@ -51,7 +51,7 @@ func (m *Map) updateKeyLocked(s *segment, h keyHash, key []byte, fn func([]byte,
 		var word uint64
 		if found {
 			if e.valLen > 0 && e.valLen <= 8 {
-				word = shm.U64(s.area, e.valOff()).Load()
+				word = shm.U64(s.mem, e.valOff()).Load()
 				m.bufs[s.idx] = binary.LittleEndian.AppendUint64(m.bufs[s.idx][:0], word)[:e.valLen]
 			} else {
 				m.bufs[s.idx] = loadValue(m.bufs[s.idx][:0], s, e)
@@ -83,7 +83,7 @@ func (m *Map) updateKeyLocked(s *segment, h keyHash, key []byte, fn func([]byte,
 		}
 		// Handles may add to this word at any moment: store with a CAS
 		// against what fn saw, or run fn again on the newer value.
-		if casSmall(s.area[e.valOff():], word, nv) {
+		if casSmall(s.mem[e.valOff():], word, nv) {
 			return nil
 		}
 	}

@@ -93,6 +93,28 @@ func Preallocate(f *os.File, size int64) error {
 	return f.Sync()
 }
 
+// Grow gives f real storage for [off, off+n), extending the file if it is
+// shorter (fallocate, which never shrinks a file, so processes growing one
+// file at once cannot undo each other). A full disk is an error wrapping
+// ENOSPC here, never a SIGBUS later. Where the file system cannot
+// fallocate, it writes one zero per block of the range.
+func Grow(f *os.File, off, n int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, off, n)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("fallocate %s [%d, %d): %w", f.Name(), off, off+n, err)
+	}
+	var zero [1]byte
+	for at := off + n - 1; at >= off; at -= 4096 {
+		if _, err := f.WriteAt(zero[:], at); err != nil {
+			return fmt.Errorf("grow %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
 // ErrWouldBlock is returned by Flock with nonblocking set when another
 // open file holds a conflicting lock.
 var ErrWouldBlock = errors.New("file is locked by another process")

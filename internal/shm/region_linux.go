@@ -101,6 +101,20 @@ func PopulateWrite(b []byte) {
 	unix.Madvise(b, unix.MADV_POPULATE_WRITE)
 }
 
+// Release detaches the mapped prefix from the file but keeps the whole
+// range reserved, the prefix filled with private zero pages (as
+// Mapping.Release does): a stale pointer into it reads zeros and writes
+// nowhere instead of faulting. The range is never reused.
+func (r *Region) Release() error {
+	if r.base == nil || r.mapped == 0 {
+		return nil
+	}
+	_, err := unix.MmapPtr(-1, 0, r.base, uintptr(r.mapped), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE)
+	r.mapped = 0
+	return err
+}
+
 // Unmap releases the whole range; no pointer into it may be used
 // afterwards.
 func (r *Region) Unmap() error {
