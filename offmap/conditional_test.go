@@ -86,7 +86,7 @@ func TestConditionalUpdates(t *testing.T) {
 func le(n int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(n)) }
 
 func TestPutIfAbsentFull(t *testing.T) {
-	m := openTest(t, Options{Entries: 10, AverageKeySize: 8, AverageValueSize: 8, Segments: 1})
+	m := openTest(t, Options{Entries: 10, AverageKeySize: 8, AverageValueSize: 8, Segments: 1, MaxFileSize: 64 << 10})
 	var err error
 	n := 0
 	for ; err == nil; n++ {

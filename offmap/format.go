@@ -134,7 +134,7 @@ func (h *header) encode() []byte {
 // ErrVersion with a pointer to Upgrade.
 func decodeHeader(b []byte, fileSize int64) (*header, error) {
 	if err := shm.CheckHeader(b, fileSize, magic, formatVersion, headerSize, checksumOff); err != nil {
-		if len(b) >= 12 && binary.LittleEndian.Uint32(b[8:]) == 1 {
+		if len(b) >= 12 && string(b[:8]) == magic && binary.LittleEndian.Uint32(b[8:]) == 1 {
 			return nil, fmt.Errorf("%w: format version 1, from before maps could grow; 'offmap upgrade FILE' (or offmap.Upgrade) rewrites it as version %d", ErrVersion, formatVersion)
 		}
 		return nil, err

@@ -40,21 +40,35 @@ func (m *Map) refresh() bool {
 	}
 	m.growMu.Lock()
 	defer m.growMu.Unlock()
-	m.seenEnd.Store(m.growth().allocEnd.Load())
+	end := int64(m.growth().allocEnd.Load())
 	st, err := m.file.Stat()
 	if err != nil {
 		return false
 	}
-	target := min(st.Size(), int64(m.limit)) / fileAlign * fileAlign
-	if target <= int64(m.region.Len()) || m.closed.Load() {
-		return false
+	size := st.Size()
+	if want := shm.Pad(end, fileAlign); size < want && want <= int64(m.limit) && !m.readOnly {
+		// Space claimed by a process that has not given it storage yet,
+		// or died before it could: doing it for it is harmless (fallocate
+		// is idempotent), and this process can then map it.
+		if shm.Grow(m.file, size, want-size) == nil {
+			size = want
+		}
 	}
-	mem, err := m.region.Extend(m.file, int(target), !m.readOnly)
-	if err != nil {
-		return false
+	grew := false
+	if target := min(size, int64(m.limit)) / fileAlign * fileAlign; target > int64(m.region.Len()) && !m.closed.Load() {
+		mem, err := m.region.Extend(m.file, int(target), !m.readOnly)
+		if err != nil {
+			return false
+		}
+		m.view.Store(&mem)
+		grew = true
 	}
-	m.view.Store(&mem)
-	return true
+	if int64(m.region.Len()) >= end {
+		// Only once the claimed space is mapped: catchUp then has nothing
+		// more to map until the next claim.
+		m.seenEnd.Store(uint64(end))
+	}
+	return grew
 }
 
 // catchUp maps what other processes grew, for a writer that just took a

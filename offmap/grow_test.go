@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
-	"sync/atomic"
 	"time"
 
 	"github.com/offmap/offmap/internal/testfs"

@@ -148,7 +148,7 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 	quiescent := make([]bool, len(segs))
 	since := make([]time.Time, len(segs))
 	for try := 0; ; try++ {
-		busy := -1
+		busy, badLookup := -1, false
 		for i := range segs {
 			if versions[i] = segs[i].hdr.version.Load(); versions[i]&1 != 0 && !quiescent[i] {
 				busy = i
@@ -160,6 +160,7 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 				m.loadTable(&segs[i])
 			}
 			busy = m.viewOnce(keys, hashes, segs, quiescent, vals, found)
+			badLookup = busy >= 0
 			for i := range segs {
 				if busy < 0 && !quiescent[i] && segs[i].hdr.version.Load() != versions[i] {
 					busy = i
@@ -173,7 +174,7 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 				return nil
 			}
 		}
-		if m.refresh() {
+		if badLookup && m.refresh() {
 			continue // another process grew the file: map it and look again
 		}
 		q, err := m.readStep(&segs[busy], try, &since[busy])

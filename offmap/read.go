@@ -78,7 +78,7 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 		mem := m.current()
 		base := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride)
 		slots, n := m.tableOf(base, shm.U64(m.mem, seg+tableOff).Load())
-		if m.tableFits(slots, n, len(mem)) {
+		if m.tableFits(slots, n, len(mem), base) {
 			sh := shm.Overlay[segmentHeader](m.mem, seg)
 			off, vn, found, bad := m.probe(mem, sh, base, slots, n, key, h)
 			if !bad {

@@ -39,6 +39,8 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		dropped, movedTo = "recover drops the entry", "recover moves it to slot"
 	}
 	n := t.Len()
+	m.refresh() // what other processes grew, so that their extents are in view
+	s.mem = m.current()
 
 	// Extents are added in order; one after a missing or misplaced one is
 	// damage, and so are its entries.
@@ -276,6 +278,7 @@ func (m *Map) recoverAlone() {
 		if !h.lock.TryLock(m.self) {
 			continue
 		}
+		m.loadTable(s)
 		if owner != 0 {
 			m.openRepairs = append(m.openRepairs, fmt.Sprintf("segment %d: lock held by dead process %d", i, owner.PID()))
 		}
@@ -288,6 +291,7 @@ func (m *Map) recoverAlone() {
 		}
 		h.lock.Unlock()
 	}
+	m.openRepairs = append(m.openRepairs, m.overlaps(len(m.current()), true)...)
 }
 
 // Recover repairs every segment and returns what it found and fixed, one
@@ -307,6 +311,8 @@ func (m *Map) Recover() ([]string, error) {
 	defer m.exitWrite()
 	fixed := append([]string(nil), m.openRepairs...)
 	m.openRepairs = nil
+	m.refresh()
+	fixed = append(fixed, m.overlaps(len(m.current()), true)...)
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
 		s := &sv
@@ -314,6 +320,8 @@ func (m *Map) Recover() ([]string, error) {
 		if err != nil {
 			return fixed, fmt.Errorf("offmap: %s: segment %d: %w", m.path, i, err)
 		}
+		m.catchUp()
+		m.loadTable(s)
 		if tookOver {
 			fixed = append(fixed, fmt.Sprintf("segment %d: lock held by a dead process", i))
 		}
@@ -330,6 +338,7 @@ func (m *Map) Recover() ([]string, error) {
 		sv := m.segment(i)
 		s := &sv
 		if n := s.hdr.detached.Load(); n != 0 && s.hdr.lock.TryLock(m.self) {
+			m.loadTable(s)
 			beginChange(s)
 			m.reclaimDetachedLocked(s)
 			endChange(s)
@@ -440,14 +449,18 @@ type grownRegion struct {
 
 // overlaps checks the segments' grown tables and extents against each
 // other and the claimed space (whose end must be in the first size bytes
-// of the file). With fix set (all segment locks are free or dead: Open
-// alone, or Recover), it drops every one that overlaps an earlier one,
-// from the segment header: the entries in it are lost, as damage loses
-// them.
+// of the file). With fix set (Open alone, or Recover) it drops, with the
+// segment locked, every one that overlaps an earlier one or lies outside
+// the claimed space or the file, and repairs the segment (the entries in
+// it are lost, as damage loses them); and it moves a damaged end of the
+// claimed space past every table and extent, so that no claim can hand
+// out space in use.
 func (m *Map) overlaps(size int, fix bool) []string {
 	var p []string
-	claimed := int(m.growth().allocEnd.Load())
-	if claimed < int(m.hdr.FileSize) || claimed > m.limit {
+	g := m.growth()
+	claimed := int(g.allocEnd.Load())
+	badEnd := claimed < int(m.hdr.FileSize) || claimed > m.limit || claimed%64 != 0
+	if badEnd {
 		p = append(p, fmt.Sprintf("header: the claimed space ends at %d, outside [%d, %d]", claimed, m.hdr.FileSize, m.limit))
 		claimed = min(max(claimed, int(m.hdr.FileSize)), m.limit)
 	}
@@ -473,11 +486,11 @@ func (m *Map) overlaps(size int, fix bool) []string {
 		}
 		var why string
 		switch {
-		case r.off < int(m.hdr.FileSize) && r.k == -1 && r.off >= int(m.hdr.SegmentsOff):
-			continue // a table in an initial body: loadTable checks it
+		case r.off < int(m.hdr.FileSize) && r.k == -1:
+			continue // a table in an initial body: loadTable allows only the segment's own
 		case r.off < end:
 			why = fmt.Sprintf("at %d overlaps what lies before it", r.off)
-		case r.end > claimed:
+		case r.end > claimed && !badEnd:
 			why = fmt.Sprintf("[%d, %d) lies past the claimed space, which ends at %d", r.off, r.end, claimed)
 		case r.end > size:
 			why = fmt.Sprintf("[%d, %d) lies past the end of the file, %d", r.off, r.end, size)
@@ -485,15 +498,33 @@ func (m *Map) overlaps(size int, fix bool) []string {
 			end = r.end
 			continue
 		}
-		p = append(p, fmt.Sprintf("%s %s", what, why))
 		if fix {
 			s := m.segment(uint32(r.seg))
+			if err := m.lock(&s); err != nil {
+				continue
+			}
+			// Another process may have claimed and published this one
+			// since the claimed space's end was read: it did so under this
+			// lock, so now both cover it if it is sound.
+			if r.off >= end && !badEnd && r.end <= int(g.allocEnd.Load()) && r.end <= len(m.current()) {
+				s.hdr.lock.Unlock()
+				end = r.end
+				continue
+			}
+			p = append(p, fmt.Sprintf("%s %s", what, why))
 			if r.k == -1 {
 				s.hdr.table.Store(0)
 			} else {
 				s.hdr.extents[r.k-1].Store(0)
 			}
+			m.repairLocked(&s)
+			s.hdr.lock.Unlock()
+			continue
 		}
+		p = append(p, fmt.Sprintf("%s %s", what, why))
+	}
+	if fix && (badEnd || int(g.allocEnd.Load()) < end) {
+		g.allocEnd.Store(uint64(shm.Pad(max(end, int(m.hdr.FileSize)), 64)))
 	}
 	return p
 }

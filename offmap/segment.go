@@ -73,13 +73,13 @@ func (m *Map) segment(i uint32) segment {
 func (m *Map) loadTable(s *segment) bool {
 	s.mem = m.current()
 	off, n := m.tableOf(s.base, s.hdr.table.Load())
-	if !m.tableFits(off, n, len(s.mem)) {
-		if !m.tableFits(off, n, m.limit) || !m.refresh() {
+	if !m.tableFits(off, n, len(s.mem), s.base) {
+		if !m.tableFits(off, n, m.limit, s.base) || !m.refresh() {
 			s.slots = nil
 			return false
 		}
 		s.mem = m.current()
-		if !m.tableFits(off, n, len(s.mem)) {
+		if !m.tableFits(off, n, len(s.mem), s.base) {
 			s.slots = nil
 			return false
 		}
@@ -97,10 +97,14 @@ func (m *Map) tableOf(base int, w uint64) (off, n int) {
 	return tableAt(w)
 }
 
-// tableFits reports whether a table of n slots at off lies past the
-// segment headers and within the first size bytes.
-func (m *Map) tableFits(off, n, size int) bool {
-	return n >= 2 && n <= maxSlotsLimit && off%64 == 0 && off >= int(m.hdr.SegmentsOff) && off <= size-8*n
+// tableFits reports whether a table of n slots at off can be the table of
+// the segment whose initial body is at base: its first table, or one in
+// the growth area within the first size bytes.
+func (m *Map) tableFits(off, n, size, base int) bool {
+	if off < int(m.hdr.FileSize) {
+		return off == base && n == int(m.hdr.SlotsPerSegment)
+	}
+	return n >= 2 && n <= maxSlotsLimit && off%64 == 0 && off <= size-8*n
 }
 
 // bitmap is the free-chunk bitmap of extent k of s; only touched with the
