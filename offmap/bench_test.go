@@ -28,6 +28,9 @@ var bench struct {
 	m     *Map
 	keys  [][]byte // in random order
 	goMap map[string]uint64
+
+	grownOnce sync.Once
+	grown     *Map // the same entries in a map declared for 1/16 of them
 }
 
 // benchMap returns a shared 1M-entry map, built once per test binary.
@@ -66,7 +69,33 @@ func benchMap(b *testing.B) *Map {
 	return bench.m
 }
 
+// grownMap returns a map declared for 62,500 entries that grew 16 times
+// to hold the same 1M entries as benchMap's.
+func grownMap(b *testing.B) *Map {
+	benchMap(b)
+	bench.grownOnce.Do(func() {
+		opts := benchOptions
+		opts.Entries = benchEntries / 16
+		m, err := Open(filepath.Join(bench.dir, "grown.map"), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bench.grown = m
+		var v [8]byte
+		for _, k := range bench.keys {
+			binary.LittleEndian.PutUint64(v[:], bench.goMap[string(k)])
+			if err := m.Put(k, v[:]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	return bench.grown
+}
+
 func cleanupBench() {
+	if bench.grown != nil {
+		bench.grown.Close()
+	}
 	if bench.m != nil {
 		bench.m.Close()
 		os.RemoveAll(bench.dir)
@@ -75,6 +104,22 @@ func cleanupBench() {
 
 func BenchmarkGet(b *testing.B) {
 	m := benchMap(b)
+	keys := bench.keys
+	buf := make([]byte, 0, 8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var err error
+		if buf, err = m.AppendValue(buf[:0], keys[i%benchEntries]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGetGrown is BenchmarkGet on a map that grew 16 times past its
+// declared Entries to hold the same entries.
+func BenchmarkGetGrown(b *testing.B) {
+	m := grownMap(b)
 	keys := bench.keys
 	buf := make([]byte, 0, 8)
 	b.ReportAllocs()

@@ -10,9 +10,10 @@ func openMemory(mem []byte, readOnly bool) (*Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	heap := shm.Heap(len(mem))
+	// Room to grow past the image, as a file would.
+	heap := shm.Heap(min(len(mem)+1<<20, int(h.MaxFileSize)))
 	copy(heap, mem)
-	return newMap("(memory)", *h, heap[:h.FileSize], readOnly, Options{LockTimeout: -1}), nil
+	return newMap("(memory)", *h, heap, readOnly, Options{LockTimeout: -1}), nil
 }
 
 // deadToken names a process that cannot exist (pids stop at 2^22).

@@ -15,7 +15,13 @@ var tinyOptions = Options{Entries: 12, AverageKeySize: 4, AverageValueSize: 8, M
 
 // tinyImage returns the bytes of a small map with a few entries of
 // several kinds (short, long, pinned, detached).
-func tinyImage(t testing.TB) []byte {
+func tinyImage(t testing.TB) []byte { return mapImage(t, false) }
+
+// grownImage is tinyImage after the map grew: grown slot tables and
+// extents, with some of the entries that made it grow still there.
+func grownImage(t testing.TB) []byte { return mapImage(t, true) }
+
+func mapImage(t testing.TB, grown bool) []byte {
 	t.Helper()
 	p := tempPath(t)
 	m, err := Open(p, tinyOptions)
@@ -29,6 +35,19 @@ func tinyImage(t testing.TB) []byte {
 	h.Add(3)
 	m.AcquireInt64([]byte("gone"))
 	m.Delete([]byte("gone"))
+	if grown {
+		for i := range 300 {
+			mustPut(t, m, []byte{'g', byte(i), byte(i >> 8)}, bytes.Repeat([]byte{byte(i)}, 8+i%33))
+		}
+		for i := range 300 {
+			if i%10 != 0 {
+				m.Delete([]byte{'g', byte(i), byte(i >> 8)})
+			}
+		}
+		if st := m.Stats(); st.TablesGrown == 0 || st.ExtentsAdded == 0 {
+			t.Fatalf("the map did not grow: %+v", st)
+		}
+	}
 	m.Close()
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -96,37 +115,46 @@ func FuzzOpen(f *testing.F) {
 // after Recover the map must pass Check.
 func FuzzDamage(f *testing.F) {
 	fastHolderChecks(f)
-	img := tinyImage(f)
+	imgs := [][]byte{tinyImage(f), grownImage(f)}
 	f.Add([]byte{0, 0, 1, 0xff})
 	f.Add([]byte{0x10, 0, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0x00, 0x02, 4, 1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, patch []byte) {
-		b := bytes.Clone(img)
-		body := b[headerSize:]
-		// patch: repeated [offset uint16][n uint8][n bytes]
-		for len(patch) >= 3 {
-			off := int(binary.LittleEndian.Uint16(patch)) % len(body)
-			n := min(int(patch[2]), len(patch)-3)
-			copy(body[off:], patch[3:3+n])
-			patch = patch[3+n:]
-		}
-		for _, ro := range []bool{true, false} {
-			m, err := openMemory(b, ro)
-			if err != nil {
-				t.Fatalf("header was valid: %v", err)
-			}
-			exercise(m)
-			if !ro {
-				if _, err := m.Recover(); err != nil {
-					t.Fatalf("Recover: %v", err)
-				}
-				if err := m.Check(); err != nil {
-					t.Fatalf("Check after Recover: %v", err)
-				}
-			}
-			m.Close()
+		for _, img := range imgs {
+			damage(t, img, patch)
 		}
 	})
+}
+
+// damage applies patch to a copy of the map image img, then exercises it
+// read-only and writable, and checks that Recover makes it pass Check.
+func damage(t *testing.T, img, patch []byte) {
+	b := bytes.Clone(img)
+	body := b[headerSize:]
+	// patch: repeated [offset uint16][n uint8][n bytes]; the offset is a
+	// fraction of the body, so that it reaches a grown image's growth area.
+	for len(patch) >= 3 {
+		off := int(binary.LittleEndian.Uint16(patch)) * len(body) >> 16
+		n := min(int(patch[2]), len(patch)-3)
+		copy(body[off:], patch[3:3+n])
+		patch = patch[3+n:]
+	}
+	for _, ro := range []bool{true, false} {
+		m, err := openMemory(b, ro)
+		if err != nil {
+			t.Fatalf("header was valid: %v", err)
+		}
+		exercise(m)
+		if !ro {
+			if _, err := m.Recover(); err != nil {
+				t.Fatalf("Recover: %v", err)
+			}
+			if err := m.Check(); err != nil {
+				t.Fatalf("Check after Recover: %v", err)
+			}
+		}
+		m.Close()
+	}
 }
 
 // FuzzOperations decodes bytes into puts, deletes, updates and gets and
@@ -141,7 +169,7 @@ func FuzzOperations(f *testing.F) {
 		defer m.Close()
 		model := map[string]string{}
 		for len(ops) >= 3 {
-			op, k, n := ops[0]%9, []byte{'k', ops[1] % 32}, int(ops[2])%65
+			op, k, n := ops[0]%9, []byte{'k', ops[1]}, int(ops[2])%65
 			ops = ops[3:]
 			v := bytes.Repeat([]byte{byte(n)}, n)
 			switch op {
@@ -214,7 +242,7 @@ func FuzzOperations(f *testing.F) {
 				}
 				delete(model, string(k))
 			case 8: // UpdateKeys swaps two keys' values; ViewKeys sees both
-				k2 := []byte{'k', (k[1] + 1 + byte(n)%31) % 32}
+				k2 := []byte{'k', k[1] + 1 + byte(n)%255}
 				keys := [][]byte{k, k2}
 				err := m.UpdateKeys(keys, func(vs [][]byte, found []bool) ([][]byte, []Op) {
 					ops := []Op{OpDelete, OpDelete}
