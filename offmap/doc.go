@@ -2,9 +2,12 @@
 // goroutine and process on the machine that opens the file, in the spirit
 // of Chronicle Map.
 //
-// A map is sized when it is created (Options.Entries and the average key
-// and value sizes) and lives in one file: a header, then segments, each
-// with its own lock word, hash slots and entry space. Reads take no lock:
+// A map starts at the size it is created for (Options.Entries and the
+// average key and value sizes) and grows online as it fills, up to
+// Options.MaxFileSize. It lives in one file: a header, then segments, each
+// with its own lock word, hash slots and entry space; a segment that fills
+// moves to a larger slot table or adds entry space at the end of the file,
+// under its own lock, while every process goes on. Reads take no lock:
 // a segment's version word makes them retry while a writer changes it
 // (a seqlock). Writes lock one segment; a process killed holding the lock
 // is detected by its pid and start time, and the next writer takes the
@@ -23,7 +26,8 @@
 // return handles (package values) whose atomic operations act on the
 // mapped bytes, seen by every process at once, with no copy and no Put.
 //
-// A full map returns ErrFull and changes nothing; damaged, truncated,
+// A map at MaxFileSize, or on a full disk, returns ErrFull and changes
+// nothing; damaged, truncated,
 // foreign or newer files are errors at Open, never a crash. Check verifies
 // a map and Recover repairs one while other processes use it. The file
 // format is in docs/FORMAT.md; format.go holds the same tables.

@@ -11,9 +11,10 @@ import (
 var (
 	// ErrNotFound: the key is not in the map.
 	ErrNotFound = errors.New("offmap: key not found")
-	// ErrFull: the new entry does not fit in its segment; nothing was
-	// changed. Reads, updates that need no more room and deletes still
-	// work, and space freed by deletes is reused.
+	// ErrFull: the map could not grow to take the new entry: it reached
+	// Options.MaxFileSize, the file system is full, or the segment its
+	// limit; nothing was changed. Reads, updates that need no more room
+	// and deletes still work, and space freed by deletes is reused.
 	ErrFull = errors.New("offmap: map is full")
 	// ErrClosed: the map was closed.
 	ErrClosed = errors.New("offmap: map is closed")

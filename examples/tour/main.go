@@ -34,7 +34,7 @@ func main() {
 func tour(path string) error {
 	// tour:begin
 	m, err := offmap.Open(path, offmap.Options{
-		Entries:          100_000, // capacity, fixed
+		Entries:          100_000, // where it starts: it grows as it fills
 		AverageKeySize:   16,
 		AverageValueSize: 8,
 	})
