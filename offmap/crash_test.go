@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -330,5 +332,103 @@ func TestCheckDuringWrite(t *testing.T) {
 				t.Fatalf("check after the write: %v", err)
 			}
 		})
+	}
+}
+
+// TestCrashDuringGrowth stops a writer at each step of each kind of
+// growth, as if its process died there holding the segment lock: the key
+// being inserted is absent, everything before it is present (to a
+// read-only reader meanwhile, and after the next writer's repair), Check
+// is clean, and the map goes on growing.
+func TestCrashDuringGrowth(t *testing.T) {
+	for _, c := range []struct {
+		step      string
+		valueSize int // small values fill the slot table first, large ones the entry space
+	}{
+		{"grow.claimed", 8}, {"grow.table.filled", 8}, {"grow.table.published", 8},
+		{"grow.claimed", 200}, {"grow.extent.cleared", 200}, {"grow.extent.published", 200},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", c.step, c.valueSize), func(t *testing.T) {
+			p := tempPath(t)
+			m, err := Open(p, Options{Entries: 100, AverageKeySize: 11, AverageValueSize: 16, MaxValueSize: 256,
+				Segments: 1, LockTimeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			n := 0
+			if !runUntilCrash(c.step, 1, func() {
+				for ; ; n++ {
+					mustPut(t, m, key(n), bigValue(n, c.valueSize))
+				}
+			}) {
+				t.Fatalf("step %s not reached", c.step)
+			}
+			m.abandon(key(n))
+			if c.valueSize == 8 && m.Stats().PerSegment[0].Extents != 1 ||
+				c.valueSize == 200 && m.Stats().TablesGrown != 0 {
+				t.Fatalf("the crash hit the other kind of growth: %+v", m.Stats())
+			}
+
+			ro, err := Open(p, Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustMiss(t, ro, key(n))
+			for i := range n {
+				mustGet(t, ro, key(i), string(bigValue(i, c.valueSize)))
+			}
+			ro.Close()
+
+			mustPut(t, m, key(n), bigValue(n, c.valueSize)) // takes the lock over
+			for i := range n + 1 {
+				mustGet(t, m, key(i), string(bigValue(i, c.valueSize)))
+			}
+			if err := m.Check(); err != nil {
+				t.Fatal(err)
+			}
+			for i := n + 1; i < n+2000; i++ {
+				mustPut(t, m, key(i), bigValue(i, c.valueSize))
+			}
+			if err := m.Check(); err != nil {
+				t.Fatal(err)
+			}
+			if m.Len() != n+2000 {
+				t.Fatalf("Len = %d, want %d", m.Len(), n+2000)
+			}
+		})
+	}
+}
+
+// TestCrashTablesCoverEveryStep: every crash step in the code is in one of
+// the tables above, so that a new step cannot go untested.
+func TestCrashTablesCoverEveryStep(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile("crash_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`crash\("([a-z.]+)"\)`)
+	steps := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllSubmatch(src, -1) {
+			steps++
+			if !bytes.Contains(tests, []byte(`"`+string(m[1])+`"`)) {
+				t.Errorf("%s: crash step %q is in no crash test table", f, m[1])
+			}
+		}
+	}
+	if steps < 15 {
+		t.Fatalf("found only %d crash steps", steps)
 	}
 }
