@@ -345,7 +345,7 @@ func TestCrashDuringGrowth(t *testing.T) {
 		step      string
 		valueSize int // small values fill the slot table first, large ones the entry space
 	}{
-		{"grow.claimed", 8}, {"grow.table.filled", 8}, {"grow.table.published", 8},
+		{"grow.claimed", 8}, {"grow.table.copying", 8}, {"grow.table.filled", 8}, {"grow.table.published", 8},
 		{"grow.claimed", 200}, {"grow.extent.cleared", 200}, {"grow.extent.published", 200},
 	} {
 		t.Run(fmt.Sprintf("%s/%d", c.step, c.valueSize), func(t *testing.T) {

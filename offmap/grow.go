@@ -147,6 +147,7 @@ func (m *Map) growSlots(s *segment) error {
 			j = next(j, uint32(nn))
 		}
 		grown[j].Store(w)
+		crash("grow.table.copying")
 	}
 	crash("grow.table.filled")
 	beginChange(s)
