@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/offmap/offmap/internal/shm"
@@ -31,9 +32,12 @@ var ErrCurrent = errors.New("offmap: the file already has the current format ver
 // and group, where this process may set them) and the default MaxFileSize,
 // copies every live entry into it, syncs it, and renames it over path, so
 // that path holds either the old file or the complete new one, whatever
-// happens. Entries deleted while value handles pinned them are dropped;
-// pinned entries keep their values. A write that a crashed process left
-// half done is taken as done or not done, as a repair would.
+// happens (a symbolic link at path stays one, to the new file). Entries
+// deleted while value handles pinned them are dropped; pinned entries keep
+// their values. A write that a crashed process left half done is taken as
+// done or not done, as a repair would. A process that opens path while
+// Upgrade runs waits for it, then gets ErrVersion from the old file;
+// opening again finds the new one.
 //
 // A damaged file is an error wrapping ErrCorrupt or ErrTruncated (Upgrade
 // copies nothing it cannot check: every entry must lie inside its segment
@@ -46,7 +50,12 @@ func Upgrade(path string) (n int, err error) {
 			err = &shm.OpError{Pkg: "offmap", Op: "upgrade", Path: path, Err: err}
 		}
 	}()
-	f, ro, err := shm.OpenFile(path, false)
+	// A symbolic link stays one: the file it leads to is replaced.
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return 0, err
+	}
+	f, ro, err := shm.OpenFile(real, false)
 	if err != nil {
 		return 0, err
 	}
@@ -66,8 +75,8 @@ func Upgrade(path string) (n int, err error) {
 	}
 	// Another upgrade may have renamed a new file over path between the
 	// open and the lock: this file is no longer the map.
-	if pi, err := os.Stat(path); err != nil || !os.SameFile(fi, pi) {
-		return 0, errors.New("the file was replaced while upgrading began (by another upgrade?); try again")
+	if pi, err := os.Stat(real); err != nil || !os.SameFile(fi, pi) {
+		return 0, errors.New("the file was replaced as the upgrade began (by another upgrade?); try again")
 	}
 	page := make([]byte, min(fi.Size(), headerSize))
 	if _, err := f.ReadAt(page, 0); err != nil && err != io.EOF {
@@ -86,7 +95,7 @@ func Upgrade(path string) (n int, err error) {
 	// Holding the lock on the file at path, this process is the only
 	// upgrader: a temporary file left by an earlier, interrupted one is
 	// stale.
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".upgrading")
+	tmp := filepath.Join(filepath.Dir(real), "."+filepath.Base(real)+".upgrading")
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, err
 	}
@@ -100,11 +109,11 @@ func Upgrade(path string) (n int, err error) {
 		FileMode:         fi.Mode().Perm(),
 		set:              h.maxValue == 0,
 	}
+	defer os.Remove(tmp) // after a successful rename, there is nothing there
 	m, err := Open(tmp, opts)
 	if err != nil {
 		return 0, fmt.Errorf("creating the new map: %w", err)
 	}
-	defer os.Remove(tmp) // after a successful rename, there is nothing there
 	n, err = h.copyInto(m, mem)
 	if err == nil {
 		err = m.Sync()
@@ -115,16 +124,16 @@ func Upgrade(path string) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	if st, ok := fi.Sys().(*unix.Stat_t); ok {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		os.Chown(tmp, int(st.Uid), int(st.Gid)) // where allowed: else the new file is this user's
 	}
 	if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil { // exactly, whatever the umask
 		return 0, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := os.Rename(tmp, real); err != nil {
 		return 0, err
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
+	if d, err := os.Open(filepath.Dir(real)); err == nil {
 		d.Sync()
 		d.Close()
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/offmap/offmap/offmap"
 )
 
@@ -228,6 +229,45 @@ func TestUpgrade(t *testing.T) {
 	}
 }
 
+// TestUpgradeSymlink: a symbolic link to the map stays one.
+func TestUpgradeSymlink(t *testing.T) {
+	target := v1File(t, nil)
+	link := filepath.Join(t.TempDir(), "link.offmap")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := offmap.Upgrade(link); err != nil || n != 136 {
+		t.Fatalf("Upgrade through a link: %d, %v", n, err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link is gone: %v, %v", fi.Mode(), err)
+	}
+	noLeftovers(t, target)
+	sameEntries(t, contentsOf(t, target), v1Entries())
+}
+
+// TestUpgradeOwner: the new file keeps the old one's owner and group,
+// where this process may set them (as root).
+func TestUpgradeOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root may give a file to another user")
+	}
+	path := v1File(t, nil)
+	if err := os.Chown(path, 4321, 8765); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := offmap.Upgrade(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4321 || st.Gid != 8765 {
+		t.Errorf("the upgraded file belongs to %d:%d, want 4321:8765", st.Uid, st.Gid)
+	}
+}
+
 // TestUpgradeInUse: a map another process has open (it holds a shared
 // flock, as Open does) is refused and left as it was.
 func TestUpgradeInUse(t *testing.T) {
@@ -335,6 +375,41 @@ func TestUpgradeLeftovers(t *testing.T) {
 		t.Errorf("Upgrade copied %d entries, want %d", n, len(want))
 	}
 	sameEntries(t, contentsOf(t, path), want)
+}
+
+// TestUpgradeSet: a version 1 set (a map with no values) becomes a set.
+func TestUpgradeSet(t *testing.T) {
+	le := binary.LittleEndian
+	// The test map made a set: no values in the header, none in the entries.
+	path := v1File(t, func(b []byte) []byte {
+		le.PutUint32(b[44:], 0) // AverageValueSize
+		le.PutUint32(b[52:], 0) // MaxValueSize
+		le.PutUint64(b[248:], xxhash.Sum64(b[:248]))
+		for _, s := range v1Slots(b) {
+			le.PutUint32(b[s.entry+4:], 0)
+		}
+		return b
+	})
+	n, err := offmap.Upgrade(path)
+	if err != nil || n != 136 {
+		t.Fatalf("Upgrade of a set: %d, %v", n, err)
+	}
+	s, err := offmap.OpenSet(path, offmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for k := range v1Entries() {
+		if ok, err := s.Has([]byte(k)); !ok || err != nil {
+			t.Errorf("Has(%q) = %v, %v", k, ok, err)
+		}
+	}
+	if s.Len() != 136 {
+		t.Errorf("the set holds %d keys, want 136", s.Len())
+	}
+	if err := s.Map().Check(); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestUpgradeDamaged: a damaged version 1 file is an error naming the

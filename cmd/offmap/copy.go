@@ -15,19 +15,28 @@ import (
 var copyCommand = command{
 	name:     "copy",
 	synopsis: "[size flags] [--mode BITS] [--quiet] SRC DST",
-	summary:  "copy every entry into a new map of another size or layout",
-	help: `Copy writes a new map file DST holding every entry of SRC: the offline
-answer to a full map. DST takes SRC's layout, with the size flags given
-replacing it (with a new --entries, the segment count is chosen afresh
-unless --segments is given), and SRC's file permission unless --mode is
-given. DST must not exist; it appears only when complete, so a failed or
+	summary:  "copy every entry into a new, compact map, re-shaped if asked",
+	help: `Copy writes a new map file DST holding every entry of SRC, compactly:
+DST has none of the space SRC's growth left unused ('unused' in 'offmap
+stat') and starts with the room it needs. It also re-shapes a map: DST
+takes SRC's layout, with the size flags given replacing it (with a new
+--entries, the segment count and the maximum file size are chosen afresh
+unless --segments or --max-file-size is given), and SRC's file permission
+unless --mode is given. A map grows as it fills, so DST may be declared
+for fewer entries than it receives; copy fails only when DST would grow
+past its --max-file-size, or an entry is over its --max-key or
+--max-value.
+
+DST must not exist; it appears only when complete, so a failed or
 interrupted copy leaves nothing behind. SRC is opened read-only; copying a
 map in use copies each segment as it was at one instant. On a terminal,
 stderr shows a progress bar.`,
-	examples: `  # my map is full: a new one with twice the capacity
+	examples: `  # a compact copy of a map that grew a lot: it starts at its present size
   offmap copy --entries 2000000 clients.map clients-2m.map
   # larger values from now on
-  offmap copy --avg-value 64 --max-value 4096 clients.map clients-big.map`,
+  offmap copy --avg-value 64 --max-value 4096 clients.map clients-big.map
+  # a map that may grow to 1 GiB at most
+  offmap copy --max-file-size 1073741824 clients.map clients-capped.map`,
 	run: runCopy,
 }
 
@@ -55,7 +64,7 @@ func runCopy(c *cli, args []string) error {
 	st := src.Stats()
 	from := layoutOf(st)
 	if l.entries != 0 {
-		from.segments = 0 // sized afresh for the new capacity
+		from.segments, from.maxFileSize = 0, 0 // sized afresh for the new capacity
 	}
 	l.fill(from)
 	modeSet := false
@@ -94,7 +103,7 @@ func runCopy(c *cli, args []string) error {
 	os.Remove(tmp)
 	switch {
 	case errors.Is(err, offmap.ErrFull):
-		return fmt.Errorf("%s is too small after %d of %d entries: %w; give a larger --entries or --avg-* sizes", dstPath, n, st.Len, err)
+		return fmt.Errorf("%s is too small after %d of %d entries: %w; give a larger --max-file-size (or --entries or --avg-* sizes)", dstPath, n, st.Len, err)
 	case errors.Is(err, offmap.ErrKeyTooLarge), errors.Is(err, offmap.ErrValueTooLarge):
 		return fmt.Errorf("%w; give a larger --max-key or --max-value", err)
 	case err != nil:

@@ -7,13 +7,18 @@ var createCommand = command{
 	synopsis: "FILE --entries N --avg-key BYTES --avg-value BYTES [flags]",
 	summary:  "make a new, empty map file",
 	help: `Create makes a new map file sized for --entries entries of the average
-sizes. Its capacity is fixed: 'offmap copy' makes a larger one later. It
-refuses to overwrite an existing file.`,
+sizes. That is where the map starts: as it fills, its segments take
+larger slot tables and more entry space from the end of the file, which
+grows up to --max-file-size; only there is the map full. It refuses to
+overwrite an existing file.`,
 	examples: `  # a map for a million 16-byte keys with 8-byte values
   offmap create clients.map --entries 1000000 --avg-key 16 --avg-value 8
   # allow values of up to 64 KiB, readable by the group
   offmap create blobs.map --entries 10000 --avg-key 32 --avg-value 2048 \
-      --max-value 65536 --mode 0640`,
+      --max-value 65536 --mode 0640
+  # a map whose file never grows past 16 MiB
+  offmap create small.map --entries 1000 --avg-key 16 --avg-value 64 \
+      --max-file-size 16777216`,
 	run: runCreate,
 }
 
@@ -36,7 +41,7 @@ func runCreate(c *cli, args []string) error {
 	if err := m.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "created %s: capacity %d entries, %d segments, %s\n",
-		pos[0], st.Capacity, st.Segments, humanBytes(st.FileSize))
+	fmt.Fprintf(c.stdout, "created %s: capacity %d entries, %d segments, %s (grows to at most %s)\n",
+		pos[0], st.Capacity, st.Segments, humanBytes(st.FileSize), humanBytes(st.MaxFileSize))
 	return nil
 }

@@ -27,11 +27,14 @@ When FILE does not exist, load creates it with the layout of the dump's
 --max-key, --max-value, --segments) may repeat that layout but not change
 it: a flag that differs from the line is an error, and nothing is
 created. To load into a map of another size or layout, make it first
-with 'offmap create' (or resize a map with 'offmap copy'). A JSON dump
+with 'offmap create' (or re-shape a map with 'offmap copy'). A JSON dump
 has no layout line: give --entries, --avg-key and --avg-value.
+--max-file-size, which no dump line gives, bounds the new file's growth.
 
 When FILE exists, the dump's layout line is ignored, size flags must match
-FILE's layout and --mode is refused.
+FILE's layout and --mode is refused. The map grows as entries arrive; a
+load stops with 'map is full' only where the file reaches its maximum
+size.
 
 A malformed line stops the load with its line number; the entries before
 it stay loaded. On a terminal, stderr shows a progress bar.`,
@@ -126,7 +129,7 @@ func runLoad(c *cli, args []string) error {
 }
 
 // sizeFlags are the flags of a layout, in the order errors name them.
-var sizeFlags = []string{"entries", "avg-key", "avg-value", "max-key", "max-value", "segments"}
+var sizeFlags = []string{"entries", "avg-key", "avg-value", "max-key", "max-value", "segments", "max-file-size"}
 
 // givenSizes returns the size flags given on the command line.
 func givenSizes(fs *flag.FlagSet) map[string]bool {
@@ -154,6 +157,8 @@ func (l *layout) field(name string) int64 {
 		return int64(l.maxValue)
 	case "segments":
 		return int64(l.segments)
+	case "max-file-size":
+		return l.maxFileSize / fileAlign * fileAlign // as the library rounds it
 	}
 	return 0
 }

@@ -130,6 +130,41 @@ func TestLoadExisting(t *testing.T) {
 	// Size flags that contradict the existing file are refused.
 	r := offmapRun(t, strings.NewReader(""), "load", "--entries", "5", path)
 	oneErrorLine(t, r, 2, "size flags conflict with the layout of "+path+": --entries 5 but entries=100;")
+	r = offmapRun(t, strings.NewReader(""), "load", "--max-file-size", "131072", path)
+	oneErrorLine(t, r, 2, "size flags conflict with the layout of "+path+": --max-file-size 131072 but max-file-size=68719476736;")
+	// Repeating the file's own limit is no conflict (it is rounded to 64 KiB).
+	if r := offmapRun(t, strings.NewReader(`"f" "g"`), "load", "--max-file-size", "68719476737", path); r.code != 0 {
+		t.Fatal(r)
+	}
+}
+
+// TestLoadGrows: a map takes many more entries than it was made for, up
+// to its maximum file size, which load sets for a new map.
+func TestLoadGrows(t *testing.T) {
+	var in strings.Builder
+	want := make(map[string]string)
+	for i := range 3000 {
+		k, v := fmt.Sprintf("key%d", i), fmt.Sprintf("value %d", i)
+		fmt.Fprintf(&in, "%q %q\n", k, v)
+		want[k] = v
+	}
+	path := filepath.Join(t.TempDir(), "new.map")
+	r := offmapRun(t, strings.NewReader(in.String()), "load", "--entries", "10", "--avg-key", "4", "--avg-value", "4",
+		"--max-file-size", "1048576", path)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "created "+path+" and loaded 3000 entries: capacity 10 entries, ") {
+		t.Fatal(r)
+	}
+	sameContents(t, contents(t, path), want)
+	ok(t, "verify", path)
+	m, err := offmap.Open(path, offmap.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.Stats()
+	m.Close()
+	if st.MaxFileSize != 1<<20 || st.FileSize <= st.StartFileSize || st.FileSize > 1<<20 {
+		t.Errorf("file of %d bytes, from %d, at most %d; want growth within 1 MiB", st.FileSize, st.StartFileSize, st.MaxFileSize)
+	}
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -167,8 +202,9 @@ func TestLoadErrors(t *testing.T) {
 	}
 	fails(t, 2, "no such file or directory", "load", missing, filepath.Join(dir, "no-input"))
 
-	// A full map stops the load at the line that did not fit.
-	small := newMap(t, 10, 4, 4)
+	// A full map (one that may not grow past its starting size) stops
+	// the load at the line that did not fit.
+	small := newMap(t, 10, 4, 4, "--max-file-size", "65536")
 	var in strings.Builder
 	for i := range 1000 {
 		fmt.Fprintf(&in, "\"key%d\" \"value\"\n", i)

@@ -1,5 +1,6 @@
-// Command offmap creates, inspects, verifies, repairs and resizes offmap
-// map files, so that an operator can look inside a map without writing Go.
+// Command offmap creates, inspects, verifies, repairs, compacts and
+// upgrades offmap map files, so that an operator can look inside a map
+// without writing Go.
 //
 //	offmap create FILE --entries N --avg-key B --avg-value B
 //	offmap stat [--json] [--segments] FILE
@@ -12,6 +13,7 @@
 //	offmap verify FILE
 //	offmap recover [--timeout D] FILE
 //	offmap copy [--entries N ...] SRC DST
+//	offmap upgrade FILE
 //
 // Exit status: 0 on success; 1 for a negative answer (get or del of an
 // absent key, verify finding problems, a damaged file included); 2 for an
@@ -44,7 +46,7 @@ type command struct {
 // commands lists the verbs in the order "offmap help" shows them.
 var commands = []*command{
 	&createCommand, &statCommand, &getCommand, &putCommand, &delCommand, &incrCommand,
-	&dumpCommand, &loadCommand, &verifyCommand, &recoverCommand, &copyCommand,
+	&dumpCommand, &loadCommand, &verifyCommand, &recoverCommand, &copyCommand, &upgradeCommand,
 }
 
 // Exit statuses: the same for both tools (internal/cliargs).
@@ -168,7 +170,8 @@ func oneLine(s string) string {
 }
 
 func writeOverview(w io.Writer) {
-	fmt.Fprint(w, `offmap creates, inspects, verifies, repairs and resizes offmap map files.
+	fmt.Fprint(w, `offmap creates, inspects, verifies, repairs, compacts and upgrades offmap
+map files.
 
 usage: offmap COMMAND [flags] FILE [args]
 

@@ -62,11 +62,16 @@ func isFileDamage(err error) bool {
 	return false
 }
 
+// fileAlign is the granule of a map file's size: the library rounds
+// MaxFileSize down to a multiple of it.
+const fileAlign = 64 << 10
+
 // layout holds the flags that size a new map (create, load, copy).
 type layout struct {
 	entries                    int
 	avgKey, avgValue           int
 	maxKey, maxValue, segments int
+	maxFileSize                int64
 	mode                       octalMode
 }
 
@@ -85,12 +90,13 @@ func (m *octalMode) Set(s string) error {
 }
 
 func (l *layout) define(fs *flag.FlagSet) {
-	fs.IntVar(&l.entries, "entries", 0, "capacity: the map holds `N` entries")
+	fs.IntVar(&l.entries, "entries", 0, "the map starts with room for `N` entries, and grows past them")
 	fs.IntVar(&l.avgKey, "avg-key", 0, "`BYTES` per key on average")
 	fs.IntVar(&l.avgValue, "avg-value", 0, "`BYTES` per value on average")
 	fs.IntVar(&l.maxKey, "max-key", 0, "`BYTES` of the largest key (at most 65535; default max(8 x avg-key, 256))")
 	fs.IntVar(&l.maxValue, "max-value", 0, "`BYTES` of the largest value (default max(8 x avg-value, 256))")
 	fs.IntVar(&l.segments, "segments", 0, "`N` independently locked segments (default: about one per 1024 entries, at least 16)")
+	fs.Int64Var(&l.maxFileSize, "max-file-size", 0, "the file grows to at most `BYTES` (rounded down to a multiple of 65536, at least the starting size; default max(64 GiB, 4 x the starting size)); the map is full there")
 	l.mode = 0o600
 	fs.Var(&l.mode, "mode", "permission `BITS` of the new file, in octal")
 }
@@ -103,7 +109,7 @@ func (l *layout) check(c *cli, fs *flag.FlagSet) error {
 			return
 		}
 		switch f.Name {
-		case "entries", "avg-key", "avg-value", "max-key", "max-value", "segments":
+		case "entries", "avg-key", "avg-value", "max-key", "max-value", "segments", "max-file-size":
 			if n, _ := strconv.ParseInt(f.Value.String(), 10, 64); n <= 0 {
 				err = c.usageError("--%s must be positive", f.Name)
 			}
@@ -114,7 +120,7 @@ func (l *layout) check(c *cli, fs *flag.FlagSet) error {
 
 // given reports whether any size flag was set.
 func (l *layout) given() bool {
-	return l.entries != 0 || l.avgKey != 0 || l.avgValue != 0 || l.maxKey != 0 || l.maxValue != 0 || l.segments != 0
+	return l.entries != 0 || l.avgKey != 0 || l.avgValue != 0 || l.maxKey != 0 || l.maxValue != 0 || l.segments != 0 || l.maxFileSize != 0
 }
 
 func (l *layout) options() offmap.Options {
@@ -125,6 +131,7 @@ func (l *layout) options() offmap.Options {
 		MaxKeySize:       l.maxKey,
 		MaxValueSize:     l.maxValue,
 		Segments:         l.segments,
+		MaxFileSize:      l.maxFileSize,
 		FileMode:         os.FileMode(l.mode),
 	}
 }
@@ -149,17 +156,21 @@ func (l *layout) fill(from layout) {
 	if l.segments == 0 {
 		l.segments = from.segments
 	}
+	if l.maxFileSize == 0 {
+		l.maxFileSize = from.maxFileSize
+	}
 }
 
 // layoutOf returns the layout of an open map.
 func layoutOf(st offmap.Stats) layout {
 	return layout{
-		entries:  st.Capacity,
-		avgKey:   st.AverageKeySize,
-		avgValue: st.AverageValueSize,
-		maxKey:   st.MaxKeySize,
-		maxValue: st.MaxValueSize,
-		segments: st.Segments,
+		entries:     st.Capacity,
+		avgKey:      st.AverageKeySize,
+		avgValue:    st.AverageValueSize,
+		maxKey:      st.MaxKeySize,
+		maxValue:    st.MaxValueSize,
+		segments:    st.Segments,
+		maxFileSize: st.MaxFileSize,
 	}
 }
 

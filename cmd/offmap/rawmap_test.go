@@ -63,35 +63,38 @@ func (r *rawMap) write(t *testing.T) {
 // resum rewrites the header checksum after a header edit.
 func (r *rawMap) resum() { le.PutUint64(r.b[248:], xxhash.Sum64(r.b[:248])) }
 
-// hash returns where key lives: segment, home slot and the slot's match
-// bits (used | home | tag).
+// hash returns where key lives (in a segment still at its first slot
+// table): segment, home slot and the slot's match bits (used | hash
+// fraction | tag).
 func (r *rawMap) hash(key []byte) (seg, home uint32, match uint64) {
 	h := xxhash.Sum64(key) ^ r.seed
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd
 	h ^= h >> 33
 	seg = uint32(uint64(uint32(h>>32)) * uint64(r.segments) >> 32)
-	home = uint32(uint64(uint32(h)) * uint64(r.slots) >> 32)
-	tag := (h * 0x9E3779B97F4A7C15) >> 51
-	return seg, home, 1<<63 | uint64(home)<<32 | tag<<48
+	frac := uint64(uint32(h) >> 12)
+	tag := (h * 0x9E3779B97F4A7C15) >> 55
+	return seg, uint32(frac * uint64(r.slots) >> 20), 1<<63 | frac<<32 | tag<<52
 }
 
-// Segment header words (offsets within the 64-byte header).
+// Segment header words (offsets within the 256-byte header).
 const (
 	hdrOwner    = 0
 	hdrVersion  = 16
-	hdrCount    = 24
-	hdrDetached = 32
-	hdrUsed     = 40
-	hdrIntent   = 48
+	hdrTable    = 24
+	hdrCount    = 32
+	hdrDetached = 40
+	hdrUsed     = 48
+	hdrIntent   = 56
+	hdrExtent1  = 80
 )
 
 func (r *rawMap) hdr(seg uint32, field int) uint64 {
-	return le.Uint64(r.b[r.segHeadersOff+64*uint64(seg)+uint64(field):])
+	return le.Uint64(r.b[r.segHeadersOff+256*uint64(seg)+uint64(field):])
 }
 
 func (r *rawMap) setHdr(seg uint32, field int, v uint64) {
-	le.PutUint64(r.b[r.segHeadersOff+64*uint64(seg)+uint64(field):], v)
+	le.PutUint64(r.b[r.segHeadersOff+256*uint64(seg)+uint64(field):], v)
 }
 
 func (r *rawMap) segBase(seg uint32) uint64 { return r.segmentsOff + uint64(seg)*r.stride }
@@ -105,7 +108,9 @@ func (r *rawMap) setSlot(seg, i uint32, w uint64) {
 }
 
 func slotChunkOf(w uint64) uint32 { return uint32(w) }
-func slotHomeOf(w uint64) uint32  { return uint32(w>>32) & 0xffff }
+
+// homeOf is the home slot of slot word w in the segment's first table.
+func (r *rawMap) homeOf(w uint64) uint32 { return uint32((w >> 32 & 0xfffff) * uint64(r.slots) >> 20) }
 
 // entryOff is the file offset of the entry at chunk c of seg.
 func (r *rawMap) entryOff(seg, c uint32) uint64 {

@@ -61,7 +61,7 @@ var crashStates = []crashState{
 		for seg := range r.segments {
 			for p := range r.slots - 1 {
 				x, y := r.slot(seg, p), r.slot(seg, p+1)
-				if x == 0 || y == 0 || slotHomeOf(y) == p+1 {
+				if x == 0 || y == 0 || r.homeOf(y) == p+1 {
 					continue
 				}
 				xk, _ := r.entry(seg, slotChunkOf(x))

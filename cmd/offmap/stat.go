@@ -12,20 +12,26 @@ import (
 var statCommand = command{
 	name:     "stat",
 	synopsis: "[--json] [--segments] FILE",
-	summary:  "show a map's layout, fill and locks",
-	help: `Stat shows a map's layout and format version, its capacity, entries and
-bytes used, the fill of its segments, and who holds segment locks: a live
+	summary:  "show a map's layout, growth, fill and locks",
+	help: `Stat shows a map's layout and format version; its file size now, when
+created and at most; how far it grew (slot tables moved to larger ones,
+extents of entry space added, and the bytes growth left unused, which
+'offmap copy' reclaims); its capacity when created, entries and bytes
+used; the fill of its segments; and who holds segment locks: a live
 process (a write in progress) or a dead one (the next writer takes the
-lock over and repairs the segment; 'offmap recover' does it now). It opens
-the file read-only and changes nothing.
+lock over and repairs the segment; 'offmap recover' does it now). It
+opens the file read-only and changes nothing.
 
-Each segment holds at most "max per segment" entries; a map is full when
-one segment is, so the fullest segment matters more than the average.`,
+A segment's entry fill is its entries (detached included) over what its
+slot table takes before it moves to one twice as large; its space fill
+is its bytes used over its entry space, which grows by an extent as it
+fills. Both grow the file, until it reaches its maximum size: then the
+map is full.`,
 	examples: `  offmap stat clients.map
   # every segment, not just a summary
   offmap stat --segments clients.map
-  # the fullest segment's fill, with jq
-  offmap stat --json clients.map | jq '[.segments[].entry_fill] | max'`,
+  # how far the map grew, with jq
+  offmap stat --json clients.map | jq '{file_size, unused_bytes}'`,
 	run: runStat,
 }
 
@@ -33,9 +39,11 @@ one segment is, so the fullest segment matters more than the average.`,
 type statJSON struct {
 	Path             string        `json:"path"`
 	FormatVersion    int           `json:"format_version"`
-	FileSize         int64         `json:"file_size"`
+	FileSize         int64         `json:"file_size"`       // now
+	StartFileSize    int64         `json:"start_file_size"` // when created
+	MaxFileSize      int64         `json:"max_file_size"`   // the file grows no further
 	Created          time.Time     `json:"created"`
-	Capacity         int           `json:"capacity"`
+	Capacity         int           `json:"capacity"` // entries the map was created for
 	Entries          int           `json:"entries"`
 	Detached         int           `json:"detached"`
 	AverageKeySize   int           `json:"avg_key_size"`
@@ -43,12 +51,15 @@ type statJSON struct {
 	MaxKeySize       int           `json:"max_key_size"`
 	MaxValueSize     int           `json:"max_value_size"`
 	Segments         int           `json:"segment_count"`
-	SlotsPerSegment  int           `json:"slots_per_segment"`
-	MaxPerSegment    int           `json:"max_per_segment"`
+	SlotsPerSegment  int           `json:"slots_per_segment"` // in each segment's first slot table
+	MaxPerSegment    int           `json:"max_per_segment"`   // entries a segment took before its first growth
 	ChunkSize        int           `json:"chunk_size"`
-	ChunksPerSegment int           `json:"chunks_per_segment"`
+	ChunksPerSegment int           `json:"chunks_per_segment"` // in each segment's first extent
 	EntrySpace       int64         `json:"entry_space"`
 	BytesUsed        int64         `json:"bytes_used"`
+	TablesGrown      int           `json:"tables_grown"`
+	ExtentsAdded     int           `json:"extents_added"`
+	UnusedBytes      int64         `json:"unused_bytes"` // growth no segment uses: offmap copy reclaims it
 	PerSegment       []segmentJSON `json:"segments"`
 }
 
@@ -56,9 +67,13 @@ type segmentJSON struct {
 	Index      int     `json:"index"`
 	Entries    int     `json:"entries"`
 	Detached   int     `json:"detached"`
+	Slots      int     `json:"slots"`       // in its slot table now
+	MaxEntries int     `json:"max_entries"` // before its slot table grows
+	Extents    int     `json:"extents"`     // pieces of entry space
+	EntrySpace int64   `json:"entry_space"`
 	BytesUsed  int64   `json:"bytes_used"`
-	EntryFill  float64 `json:"entry_fill"` // (entries + detached) / max per segment
-	SpaceFill  float64 `json:"space_fill"` // bytes used / entry space of a segment
+	EntryFill  float64 `json:"entry_fill"` // (entries + detached) / max entries
+	SpaceFill  float64 `json:"space_fill"` // bytes used / entry space
 	LockHolder int     `json:"lock_holder,omitempty"`
 	HolderDead bool    `json:"holder_dead,omitempty"`
 	Writing    bool    `json:"writing,omitempty"`      // version odd: a write is in progress or was cut off
@@ -90,20 +105,29 @@ func runStat(c *cli, args []string) error {
 
 func statOf(st offmap.Stats) statJSON {
 	out := statJSON{
-		Path: st.Path, FormatVersion: st.FormatVersion, FileSize: st.FileSize, Created: st.Created,
+		Path: st.Path, FormatVersion: st.FormatVersion, Created: st.Created,
+		FileSize: st.FileSize, StartFileSize: st.StartFileSize, MaxFileSize: st.MaxFileSize,
 		Capacity: st.Capacity, Entries: st.Len, Detached: st.Detached,
 		AverageKeySize: st.AverageKeySize, AverageValueSize: st.AverageValueSize,
 		MaxKeySize: st.MaxKeySize, MaxValueSize: st.MaxValueSize,
 		Segments: st.Segments, SlotsPerSegment: st.SlotsPerSegment, MaxPerSegment: st.MaxPerSegment,
 		ChunkSize: st.ChunkSize, ChunksPerSegment: st.ChunksPerSegment,
 		EntrySpace: st.EntrySpace, BytesUsed: st.BytesUsed,
+		TablesGrown: st.TablesGrown, ExtentsAdded: st.ExtentsAdded, UnusedBytes: st.UnusedBytes,
 	}
-	segSpace := float64(st.ChunkSize) * float64(st.ChunksPerSegment)
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
 	for i, s := range st.PerSegment {
 		out.PerSegment = append(out.PerSegment, segmentJSON{
-			Index: i, Entries: s.Entries, Detached: s.Detached, BytesUsed: s.BytesUsed,
-			EntryFill:  float64(s.Entries+s.Detached) / float64(st.MaxPerSegment),
-			SpaceFill:  float64(s.BytesUsed) / segSpace,
+			Index: i, Entries: s.Entries, Detached: s.Detached,
+			Slots: s.Slots, MaxEntries: s.MaxEntries, Extents: s.Extents, EntrySpace: s.EntrySpace,
+			BytesUsed:  s.BytesUsed,
+			EntryFill:  ratio(float64(s.Entries+s.Detached), float64(s.MaxEntries)),
+			SpaceFill:  ratio(float64(s.BytesUsed), float64(s.EntrySpace)),
 			LockHolder: s.LockHolder, HolderDead: s.HolderDead,
 			Writing:    s.Writing,
 			RedoRecord: s.RedoPending,
@@ -114,29 +138,46 @@ func statOf(st offmap.Stats) statJSON {
 
 func printStat(c *cli, st statJSON, perSegment bool) {
 	w := c.stdout
-	pct := func(a, b float64) string { return fmt.Sprintf("%.1f%%", 100*a/b) }
+	pct := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*a/b)
+	}
+	sized := func(n int64) string { return fmt.Sprintf("%d bytes (%s)", n, humanBytes(n)) }
 	fmt.Fprintf(w, "file           %s\n", st.Path)
-	fmt.Fprintf(w, "format         version %d, created %s, %d bytes (%s)\n",
-		st.FormatVersion, st.Created.Format(time.RFC3339), st.FileSize, humanBytes(st.FileSize))
-	fmt.Fprintf(w, "capacity       %d entries\n", st.Capacity)
+	fmt.Fprintf(w, "format         version %d, created %s\n", st.FormatVersion, st.Created.Format(time.RFC3339))
+	fmt.Fprintf(w, "file size      %s now, %s when created, at most %s\n",
+		sized(st.FileSize), humanBytes(st.StartFileSize), humanBytes(st.MaxFileSize))
+	growth := fmt.Sprintf("%d slot tables grown, %d extents added", st.TablesGrown, st.ExtentsAdded)
+	if st.UnusedBytes > 0 {
+		growth += fmt.Sprintf(", %s unused ('offmap copy' reclaims it)", sized(st.UnusedBytes))
+	}
+	fmt.Fprintf(w, "growth         %s\n", growth)
+	fmt.Fprintf(w, "capacity       %d entries when created (the map grows past them)\n", st.Capacity)
 	fmt.Fprintf(w, "entries        %d (%s of capacity), %d detached\n",
 		st.Entries, pct(float64(st.Entries), float64(st.Capacity)), st.Detached)
 	fmt.Fprintf(w, "bytes used     %d of %d bytes of entry space (%s)\n",
 		st.BytesUsed, st.EntrySpace, pct(float64(st.BytesUsed), float64(st.EntrySpace)))
 	fmt.Fprintf(w, "keys           average %d, at most %d bytes\n", st.AverageKeySize, st.MaxKeySize)
 	fmt.Fprintf(w, "values         average %d, at most %d bytes\n", st.AverageValueSize, st.MaxValueSize)
-	fmt.Fprintf(w, "segments       %d, each %d slots, at most %d entries, %d chunks of %d bytes\n",
+	fmt.Fprintf(w, "segments       %d, each first %d slots for at most %d entries, %d chunks of %d bytes\n",
 		st.Segments, st.SlotsPerSegment, st.MaxPerSegment, st.ChunksPerSegment, st.ChunkSize)
 	if len(st.PerSegment) == 0 {
 		return
 	}
 	fills := make([]float64, len(st.PerSegment))
+	spaces := make([]float64, len(st.PerSegment))
 	for i, s := range st.PerSegment {
-		fills[i] = s.EntryFill
+		fills[i], spaces[i] = s.EntryFill, s.SpaceFill
 	}
 	slices.Sort(fills)
-	fmt.Fprintf(w, "segment fill   entries: min %.1f%%, median %.1f%%, max %.1f%% of max per segment\n",
-		100*fills[0], 100*fills[len(fills)/2], 100*fills[len(fills)-1])
+	slices.Sort(spaces)
+	mid := len(fills) / 2
+	fmt.Fprintf(w, "segment fill   entries: min %.1f%%, median %.1f%%, max %.1f%% of their slot tables' limits\n",
+		100*fills[0], 100*fills[mid], 100*fills[len(fills)-1])
+	fmt.Fprintf(w, "               space: min %.1f%%, median %.1f%%, max %.1f%% of their entry space\n",
+		100*spaces[0], 100*spaces[mid], 100*spaces[len(spaces)-1])
 	locks := 0
 	for _, s := range st.PerSegment {
 		if s.LockHolder == 0 && !s.Writing && !s.RedoRecord {
@@ -152,14 +193,15 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 		fmt.Fprintf(w, "(--segments lists all %d segments)\n", st.Segments)
 		return
 	}
-	fmt.Fprintf(w, "\nsegment  entries  detached  entry fill  bytes used  space fill  lock\n")
+	fmt.Fprintf(w, "\nsegment  entries  detached    slots  max entries  entry fill  extents  entry space  bytes used  space fill  lock\n")
 	for _, s := range st.PerSegment {
 		lock := "-"
 		if s.LockHolder != 0 || s.Writing || s.RedoRecord {
 			lock = lockState(s)
 		}
-		fmt.Fprintf(w, "%7d  %7d  %8d  %9.1f%%  %10d  %9.1f%%  %s\n",
-			s.Index, s.Entries, s.Detached, 100*s.EntryFill, s.BytesUsed, 100*s.SpaceFill, lock)
+		fmt.Fprintf(w, "%7d  %7d  %8d  %7d  %11d  %9.1f%%  %7d  %11d  %10d  %9.1f%%  %s\n",
+			s.Index, s.Entries, s.Detached, s.Slots, s.MaxEntries, 100*s.EntryFill,
+			s.Extents, s.EntrySpace, s.BytesUsed, 100*s.SpaceFill, lock)
 	}
 }
 

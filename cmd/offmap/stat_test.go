@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +14,9 @@ func TestStat(t *testing.T) {
 	fill(t, path, sampleEntries(300))
 	out := ok(t, "stat", path)
 	for _, want := range []string{
-		"format         version 1",
+		"format         version 2, created ",
+		"file size      131072 bytes (128.0 KiB) now, 128.0 KiB when created, at most 64.0 GiB",
+		"growth         0 slot tables grown, 0 extents added\n",
 		"capacity       1000 entries",
 		"entries        300 (30.0% of capacity), 0 detached",
 		"keys           average 8, at most 256 bytes",
@@ -33,19 +36,70 @@ func TestStat(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", path)), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.FormatVersion != 1 || st.Capacity != 1000 || st.Entries != 300 || st.Segments != 15 ||
-		len(st.PerSegment) != 15 || st.MaxKeySize != 256 || st.FileSize == 0 || st.Created.IsZero() {
+	if st.FormatVersion != 2 || st.Capacity != 1000 || st.Entries != 300 || st.Segments != 15 ||
+		len(st.PerSegment) != 15 || st.MaxKeySize != 256 || st.FileSize != 131072 || st.StartFileSize != 131072 ||
+		st.MaxFileSize != 64<<30 || st.TablesGrown != 0 || st.ExtentsAdded != 0 || st.UnusedBytes != 0 || st.Created.IsZero() {
 		t.Errorf("stat --json: %+v", st)
 	}
 	sum := 0
 	for i, s := range st.PerSegment {
 		sum += s.Entries
-		if s.Index != i || s.EntryFill != float64(s.Entries)/float64(st.MaxPerSegment) || s.LockHolder != 0 {
+		if s.Index != i || s.Slots != st.SlotsPerSegment || s.MaxEntries < st.MaxPerSegment || s.Extents != 1 ||
+			s.EntrySpace != int64(st.ChunksPerSegment*st.ChunkSize) || s.LockHolder != 0 ||
+			s.EntryFill != float64(s.Entries)/float64(s.MaxEntries) || s.SpaceFill != float64(s.BytesUsed)/float64(s.EntrySpace) {
 			t.Errorf("segment %d: %+v", i, s)
 		}
 	}
 	if sum != 300 {
 		t.Errorf("segments hold %d entries, want 300", sum)
+	}
+}
+
+// TestStatGrowth: a map made for 100 entries that takes 5,000 shows how
+// it grew.
+func TestStatGrowth(t *testing.T) {
+	path := newMap(t, 100, 8, 16)
+	fill(t, path, sampleEntries(5000))
+	var st statJSON
+	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", path)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Entries != 5000 || st.Capacity != 100 || st.TablesGrown == 0 || st.ExtentsAdded == 0 ||
+		st.FileSize <= st.StartFileSize || st.FileSize > st.MaxFileSize || st.UnusedBytes <= 0 {
+		t.Fatalf("stat --json after growth: %+v", st)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != st.FileSize {
+		t.Errorf("the file has %d bytes, stat says %d (%v)", fi.Size(), st.FileSize, err)
+	}
+	var space int64
+	tables, extents := 0, 0
+	for _, s := range st.PerSegment {
+		space += s.EntrySpace
+		if s.Slots > st.SlotsPerSegment {
+			tables++
+		}
+		extents += s.Extents - 1
+		if s.Entries+s.Detached > s.MaxEntries || s.BytesUsed > s.EntrySpace || s.EntryFill > 1 || s.SpaceFill > 1 {
+			t.Errorf("segment %d: %+v", s.Index, s)
+		}
+	}
+	if space != st.EntrySpace || tables == 0 || extents != st.ExtentsAdded {
+		t.Errorf("segments: %d bytes of entry space (map: %d), %d grew tables, %d extents added (map: %d)",
+			space, st.EntrySpace, tables, extents, st.ExtentsAdded)
+	}
+
+	out := ok(t, "stat", path)
+	for _, want := range []string{
+		fmt.Sprintf("file size      %d bytes (%s) now, %s when created, at most %s\n",
+			st.FileSize, humanBytes(st.FileSize), humanBytes(st.StartFileSize), humanBytes(st.MaxFileSize)),
+		fmt.Sprintf("growth         %d slot tables grown, %d extents added, %d bytes (%s) unused ('offmap copy' reclaims it)\n",
+			st.TablesGrown, st.ExtentsAdded, st.UnusedBytes, humanBytes(st.UnusedBytes)),
+		"entries        5000 (5000.0% of capacity), 0 detached",
+		"segment  entries  detached    slots  max entries  entry fill  extents  entry space",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stat lacks %q:\n%s", want, out)
+		}
 	}
 }
 
@@ -67,6 +121,7 @@ func TestStatManySegments(t *testing.T) {
 }
 
 func TestStatErrors(t *testing.T) {
+	fails(t, 2, "format version 1, from before maps could grow; 'offmap upgrade FILE'", "stat", v1Map(t))
 	missing := filepath.Join(t.TempDir(), "missing.map")
 	fails(t, 2, "no such file", "stat", missing)
 	fails(t, 2, "wrong number of arguments", "stat")

@@ -102,11 +102,11 @@ func damages(t *testing.T) []damage {
 			for seg := range r.segments {
 				for i := range r.slots {
 					w := r.slot(seg, i)
-					if w == 0 || slotHomeOf(w) == i {
+					if w == 0 || r.homeOf(w) == i {
 						continue
 					}
-					r.setSlot(seg, slotHomeOf(w), 0)
-					return []string{fmt.Sprintf("segment %d: slot %d: entry cut off from its home slot %d", seg, i, slotHomeOf(w))}
+					r.setSlot(seg, r.homeOf(w), 0)
+					return []string{fmt.Sprintf("segment %d: slot %d: entry cut off from its home slot %d", seg, i, r.homeOf(w))}
 				}
 			}
 			t.Fatal("no displaced entry in the file")
@@ -137,10 +137,9 @@ func damages(t *testing.T) []damage {
 			t.Fatal("no adjacent entries in the file")
 			return nil
 		}},
-		{"slot's home out of range", true, func(t *testing.T, r *rawMap, _ uint32, keys []string) []string {
-			seg, i, w := r.find(t, keys[0])
-			r.setSlot(seg, i, w|0xffff<<32)
-			return []string{fmt.Sprintf("segment %d: slot %d: home slot 65535 out of range", seg, i)}
+		{"slot table word outside the file", true, func(t *testing.T, r *rawMap, seg uint32, _ []string) []string {
+			r.setHdr(seg, hdrTable, 1<<40|100)
+			return []string{fmt.Sprintf("segment %d: its slot table word %#x names no valid table", seg, uint64(1<<40|100))}
 		}},
 		{"entry over the size limits", true, func(t *testing.T, r *rawMap, _ uint32, keys []string) []string {
 			seg, i, w := r.find(t, keys[0])
@@ -151,10 +150,9 @@ func damages(t *testing.T) []damage {
 			r.b[300] = 1
 			return []string{"header: reserved byte at offset 300 is not zero"}
 		}},
-		{"file longer than its header says", false, func(t *testing.T, r *rawMap, _ uint32, _ []string) []string {
-			n := len(r.b)
-			r.b = append(r.b, make([]byte, 4096)...)
-			return []string{fmt.Sprintf("file is %d bytes, its header says %d", n+4096, n)}
+		{"extent past the claimed space", true, func(t *testing.T, r *rawMap, seg uint32, _ []string) []string {
+			r.setHdr(seg, hdrExtent1, uint64(len(r.b)))
+			return []string{fmt.Sprintf("segment %d: extent 1 [%d, ", seg, len(r.b)), "lies past the claimed space"}
 		}},
 	}
 }
@@ -273,7 +271,7 @@ func TestVerifyBadFiles(t *testing.T) {
 		{"magic only", []byte("OFFMAP\x00\x00"), "truncated"},
 		{"truncated in the header", good[:100], "truncated"},
 		{"truncated in the segments", good[:len(good)/2], "truncated"},
-		{"newer version", edit(func(b []byte) []byte { b[8] = 2; return b }), "unsupported format version"},
+		{"newer version", edit(func(b []byte) []byte { b[8] = 3; return b }), "unsupported format version"},
 		{"header checksum", edit(func(b []byte) []byte { b[40] ^= 1; return b }), "header checksum"},
 		{"header geometry", edit(func(b []byte) []byte { le.PutUint32(b[56:], le.Uint32(b[56:])+1); return resum(b) }), "file is corrupt"},
 	} {
