@@ -71,6 +71,15 @@ func (m *Map) refresh() bool {
 	return grew
 }
 
+// mapsPast maps what other processes have grown and reports whether the
+// mapped view is now longer than n bytes: the caller saw n bytes and found
+// an offset past them. (refresh's own answer would be false if another
+// goroutine had just mapped the same growth.)
+func (m *Map) mapsPast(n int) bool {
+	m.refresh()
+	return len(m.current()) > n
+}
+
 // catchUp maps what other processes grew, for a writer that just took a
 // segment lock: every table and extent its segment names was claimed
 // before that, so AllocEnd already covers them. One shared load when

@@ -118,7 +118,12 @@ func init() {
 				i := rng.IntN(growPresent)
 				buf, err = m.AppendValue(buf[:0], presentKey(i))
 				if err != nil || !bytes.Equal(buf, bigValue(i, growAvgValue)) {
-					return fmt.Errorf("present key %s: %q, %v", presentKey(i), buf, err)
+					h := m.hash(presentKey(i))
+					sg := m.segment(h.seg)
+					again, err2 := m.Get(presentKey(i))
+					off, n := tableAt(sg.hdr.table.Load())
+					return fmt.Errorf("present key %s: %q, %v; again %q %v; seg %d version %d table %d/%d view %d count %d owner %v",
+						presentKey(i), buf, err, again, err2, h.seg, sg.hdr.version.Load(), off, n, len(m.current()), sg.hdr.count.Load(), sg.hdr.lock.Owner())
 				}
 				j := rng.IntN(50_000)
 				buf, err = m.AppendValue(buf[:0], key(j))

@@ -86,7 +86,7 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 		}
 		if quiescent || s.hdr.version.Load() == v {
 			if bad {
-				if m.refresh() {
+				if m.mapsPast(len(s.mem)) {
 					continue // another process grew the file: map it and look again
 				}
 				return buf, spans, m.corrupt(s, "an entry lies outside the segment")

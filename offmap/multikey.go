@@ -174,7 +174,7 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 				return nil
 			}
 		}
-		if badLookup && m.refresh() {
+		if badLookup && m.mapsPast(len(segs[busy].mem)) {
 			continue // another process grew the file: map it and look again
 		}
 		q, err := m.readStep(&segs[busy], try, &since[busy])

@@ -181,7 +181,7 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 				return dst[:base], false, ErrClosed
 			}
 			if bad && !found {
-				if m.refresh() {
+				if m.mapsPast(len(s.mem)) {
 					continue // another process grew the file: map it and look again
 				}
 				return dst[:base], false, m.corrupt(s, "a lookup met an entry outside the segment")

@@ -74,7 +74,7 @@ func (m *Map) loadTable(s *segment) bool {
 	s.mem = m.current()
 	off, n := m.tableOf(s.base, s.hdr.table.Load())
 	if !m.tableFits(off, n, len(s.mem), s.base) {
-		if !m.tableFits(off, n, m.limit, s.base) || !m.refresh() {
+		if !m.tableFits(off, n, m.limit, s.base) || !m.mapsPast(len(s.mem)) {
 			s.slots = nil
 			return false
 		}
