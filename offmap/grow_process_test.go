@@ -47,13 +47,23 @@ func init() {
 		}
 		return nil
 	}
-	// grow-victim inserts its own keys in order until it is killed.
+	// grow-victim inserts its own keys in order until it is killed. With
+	// STOP set, it stops at that growth step, says so and waits there,
+	// holding the segment lock, for the kill.
 	children["grow-victim"] = func() error {
 		m, err := Open(os.Getenv("MAP"), Options{})
 		if err != nil {
 			return err
 		}
 		v, _ := strconv.Atoi(os.Getenv("VICTIM"))
+		if stop := os.Getenv("STOP"); stop != "" {
+			crashPoint = func(step string) {
+				if step == stop {
+					fmt.Println("stopped")
+					time.Sleep(time.Hour) // until killed
+				}
+			}
+		}
 		fmt.Println("started")
 		for i := 0; ; i++ {
 			if err := m.Put(victimKey(v, i), bigValue(i, growValueSize(i*7, growAvgValue))); err != nil {
@@ -193,21 +203,40 @@ func TestGrowAcrossProcesses(t *testing.T) {
 	}
 	adderIn.Write([]byte("go\n"))
 
-	// Victims: start one, let it get going, kill it at a random instant;
-	// again until the writers are done (at least 10 times).
+	// Victims: start one, kill it at a random instant, or (every other
+	// one) at a step of growth if it gets there within 200 ms; again until
+	// the writers are done (at least 12 times).
+	steps := []string{"grow.claimed", "grow.table.copying", "grow.table.filled", "grow.table.published",
+		"grow.extent.cleared", "grow.extent.published"}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-	victims, finished := 0, 0
-	for finished < writers || victims < 10 {
-		cmd := child(t, "grow-victim", "MAP="+p, "VICTIM="+strconv.Itoa(victims))
-		out, _ := cmd.StdoutPipe()
+	victims, finished, midGrowth := 0, 0, 0
+	for finished < writers || victims < 12 {
+		stop, wait := "", time.Duration(rng.IntN(20_000))*time.Microsecond
+		if victims%2 == 1 {
+			stop, wait = steps[victims/2%len(steps)], 200*time.Millisecond
+		}
+		cmd := child(t, "grow-victim", "MAP="+p, "VICTIM="+strconv.Itoa(victims), "STOP="+stop)
+		pipe, _ := cmd.StdoutPipe()
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
+		out := bufio.NewReader(pipe)
+		if line, err := out.ReadString('\n'); err != nil || line != "started\n" {
 			t.Fatalf("victim %d: %q, %v", victims, line, err)
 		}
-		time.Sleep(time.Duration(rng.IntN(20_000)) * time.Microsecond)
+		stopped := make(chan bool, 1)
+		go func() {
+			line, _ := out.ReadString('\n')
+			stopped <- line == "stopped\n"
+		}()
+		select {
+		case ok := <-stopped:
+			if ok {
+				midGrowth++
+			}
+		case <-time.After(wait):
+		}
 		cmd.Process.Signal(syscall.SIGKILL)
 		if err := cmd.Wait(); err == nil {
 			t.Fatalf("victim %d exited on its own", victims)
@@ -279,10 +308,10 @@ func TestGrowAcrossProcesses(t *testing.T) {
 		t.Fatalf("Len = %d, want %d", m.Len(), want)
 	}
 	st := m.Stats()
-	t.Logf("%d adds through a handle; %d victims killed (%d keys of theirs stored); grew %d tables and %d extents; file %d -> %d bytes; readers: %s, %s",
-		adds, victims, victimKeys, st.TablesGrown, st.ExtentsAdded, start.FileSize, st.FileSize,
+	t.Logf("%d adds through a handle; %d victims killed, %d of them in a growth step (%d keys of theirs stored); grew %d tables and %d extents; file %d -> %d bytes; readers: %s, %s",
+		adds, victims, midGrowth, victimKeys, st.TablesGrown, st.ExtentsAdded, start.FileSize, st.FileSize,
 		bytes.TrimSpace(readers[0].out.Bytes()), bytes.TrimSpace(readers[1].out.Bytes()))
-	if st.TablesGrown == 0 || st.ExtentsAdded == 0 {
-		t.Fatalf("the map did not grow: %+v", st)
+	if st.TablesGrown == 0 || st.ExtentsAdded == 0 || midGrowth == 0 {
+		t.Fatalf("the map did not grow, or no victim was killed growing it (%d): %+v", midGrowth, st)
 	}
 }
