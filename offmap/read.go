@@ -101,11 +101,16 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 // the offset and length of its value if found. bad reports bytes out of
 // bounds.
 func (m *Map) probe(mem []byte, sh *segmentHeader, base, slots, n int, key []byte, h keyHash) (valOff, valLen int, found, bad bool) {
+	area0 := base + int(m.hdr.AreaOff)
 	i := homeIn(h.match, n)
 	for range n {
 		w := shm.U64(mem, slots+int(i)*8).Load()
 		if w&slotMatch == h.match {
-			off, end, ok := m.locate(mem, sh, base, slotChunk(w))
+			c := slotChunk(w)
+			off, end, ok := area0+int(c)<<m.chunkShift, area0+m.area0Len, true
+			if uint64(c) >= m.hdr.ChunksPerSegment { // in a grown extent
+				off, end, ok = m.locate(mem, sh, base, c)
+			}
 			if !ok || off > end-entryHeaderSize {
 				return 0, 0, false, true
 			}
