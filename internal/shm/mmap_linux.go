@@ -100,6 +100,9 @@ func Preallocate(f *os.File, size int64) error {
 // fallocate, it writes one zero per block of the range.
 func Grow(f *os.File, off, n int64) error {
 	err := unix.Fallocate(int(f.Fd()), 0, off, n)
+	for errors.Is(err, unix.EINTR) { // a signal, such as the Go scheduler's
+		err = unix.Fallocate(int(f.Fd()), 0, off, n)
+	}
 	if err == nil {
 		return nil
 	}
