@@ -1,23 +1,18 @@
+//go:build linux || darwin
+
 package latency
 
 import (
-	"bytes"
-	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// userHZ is the unit of /proc/PID/stat times: fixed at 100 by the Linux
-// ABI whatever the kernel's tick rate.
-const userHZ = 100
-
 // CPUMeter measures CPU time (user + system) over a window: this process
 // (getrusage RUSAGE_SELF), its children reaped in the window
 // (RUSAGE_CHILDREN), and a list of live processes read from
-// /proc/PID/stat (for child processes a benchmark starts). Stop the meter
+// /proc/PID/stat (for child processes a benchmark starts; Linux only:
+// elsewhere StartCPU with pids fails). Stop the meter
 // before reaping listed children: a child reaped in the window is counted
 // from RUSAGE_CHILDREN for its whole life, and is gone from /proc.
 type CPUMeter struct {
@@ -88,30 +83,4 @@ func rusage() (self, children int64, err error) {
 		return 0, 0, err
 	}
 	return self, unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime), nil
-}
-
-// procCPU returns utime + stime of a process (all its threads) in ns.
-func procCPU(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
-	}
-	// The command name (field 2) may hold spaces and parentheses: the
-	// fields after it start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 > len(b) {
-		return 0, fmt.Errorf("latency: malformed /proc/%d/stat", pid)
-	}
-	f := bytes.Fields(b[i+2:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15. A
-	// zombie (exited, not yet reaped) still reports its final times.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("latency: malformed /proc/%d/stat", pid)
-	}
-	ut, err1 := strconv.ParseInt(string(f[11]), 10, 64)
-	st, err2 := strconv.ParseInt(string(f[12]), 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("latency: malformed /proc/%d/stat", pid)
-	}
-	return (ut + st) * (1e9 / userHZ), nil
 }
