@@ -182,6 +182,9 @@ func startTail(t *testing.T, dir string, ends int, mode WaitMode) func() map[int
 }
 
 func perProcess() int {
+	if reexec.Emulated() {
+		return 3000 // CI's qemu-aarch64 run, some twenty times slower
+	}
 	if testing.Short() {
 		return 30000
 	}
