@@ -82,11 +82,19 @@ var errWaitv = errors.New("shm: FutexWaitv of no words or of more than MaxWaitv"
 // value, a FutexWake of this process, or timeout has passed. It returns at
 // once when a word already differs; callers re-check every word either
 // way. ws holds at most MaxWaitv entries.
+//
+// The words are read here, not by a kernel that answers EFAULT for an
+// unmapped one, so a caller that stops watching a word and unmaps it must
+// first change a word before it in ws and wake (the queue's notifier
+// bumps its control word, ws[0], and calls FutexWake): a look stops at the
+// first changed word, and Mapping.Unmap waits for a look in progress.
 func FutexWaitv(ws []Waitv, timeout time.Duration) error {
 	if len(ws) == 0 || len(ws) > MaxWaitv {
 		return errWaitv
 	}
 	poll(timeout, func() bool {
+		looks.RLock()
+		defer looks.RUnlock()
 		for i := range ws {
 			if uint64(ws[i].w.Load()) != ws[i].Val {
 				return true
@@ -95,6 +103,16 @@ func FutexWaitv(ws []Waitv, timeout time.Duration) error {
 		return false
 	})
 	return nil
+}
+
+// looks is held (shared) while a FutexWaitv reads its words; an unmap
+// takes it alone, so that no look is halfway through the mapping.
+var looks sync.RWMutex
+
+// waitLooks returns when no look that started before it is reading words.
+func waitLooks() {
+	looks.Lock()
+	looks.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 }
 
 // local is how FutexWake reaches the waiters of this process: a channel

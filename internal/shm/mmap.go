@@ -66,6 +66,7 @@ func (m *Mapping) Unmap() error {
 	if len(m.data) == 0 {
 		return nil
 	}
+	waitLooks()
 	err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(m.data)), uintptr(len(m.data)))
 	m.data = nil
 	return err
