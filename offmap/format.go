@@ -65,9 +65,10 @@ const (
 	growthWordsEnd    = 280
 	segmentHeaderSize = 256
 	entryHeaderSize   = 8
-	// fileAlign is the granule the file grows by: a multiple of every
-	// page size Linux uses (4, 16 and 64 KiB), so that the mapping never
-	// covers bytes past the end of the file.
+	// fileAlign is the granule of the starting size and of MaxFileSize: a
+	// multiple of every page size in use (4, 16 and 64 KiB), so that the
+	// first mapping ends on a page boundary. Growth claims are 64-byte
+	// granular; a process maps the file up to the page that holds its end.
 	fileAlign = 64 << 10
 )
 

@@ -3,6 +3,7 @@ package offmap
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -46,16 +47,17 @@ func (m *Map) refresh() bool {
 		return false
 	}
 	size := st.Size()
-	if want := shm.Pad(end, fileAlign); size < want && want <= int64(m.limit) && !m.readOnly {
+	if size < end && end <= int64(m.limit) && !m.readOnly {
 		// Space claimed by a process that has not given it storage yet,
-		// or died before it could: doing it for it is harmless (fallocate
-		// is idempotent), and this process can then map it.
-		if shm.Grow(m.file, size, want-size) == nil {
-			size = want
+		// or died before it could: doing it for it is harmless where it
+		// writes nothing (fallocate), and this process can then map it.
+		if shm.AllocateShared(m.file, size, end-size) == nil {
+			size = end
 		}
 	}
 	grew := false
-	if target := min(size, int64(m.limit)) / fileAlign * fileAlign; target > int64(m.region.Len()) && !m.closed.Load() {
+	page := int64(os.Getpagesize())
+	if target := shm.Pad(min(size, int64(m.limit)), page); target > int64(m.region.Len()) && !m.closed.Load() {
 		mem, err := m.region.Extend(m.file, int(target), !m.readOnly)
 		if err != nil {
 			return false
@@ -113,7 +115,9 @@ func (m *Map) claim(n int) (int, error) {
 	crash("grow.claimed")
 	end := int(start) + n
 	if m.file != nil {
-		if err := shm.Grow(m.file, int64(start), int64(shm.Pad(end, fileAlign))-int64(start)); err != nil {
+		// Only [start, end): the bytes after it may be another claim's,
+		// and Grow may write zeros.
+		if err := shm.Grow(m.file, int64(start), int64(n)); err != nil {
 			g.allocEnd.CompareAndSwap(uint64(end), start) // give it back if no one claimed after
 			if errors.Is(err, syscall.ENOSPC) {
 				return 0, fmt.Errorf("%w: %s: no space left on the file system to grow: %w", ErrFull, m.path, err)

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/offmap/offmap/internal/reexec"
 )
 
 // Tests that need several processes re-run this test binary with
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 // child returns a command that runs role in a new process of this binary.
 func child(t testing.TB, role string, env ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := reexec.Command("-test.run=^$")
 	cmd.Env = append(os.Environ(), append([]string{"OFFMAP_CHILD=" + role}, env...)...)
 	return cmd
 }

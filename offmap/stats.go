@@ -81,7 +81,7 @@ func (m *Map) Stats() Stats {
 	}
 	g := m.growth()
 	end := int64(g.allocEnd.Load())
-	st.FileSize = shm.Pad(max(end, st.StartFileSize), fileAlign)
+	st.FileSize = max(end, st.StartFileSize)
 	st.TablesGrown, st.ExtentsAdded = int(g.tablesGrown.Load()), int(g.extentsAdded.Load())
 	st.UnusedBytes = max(0, end-st.StartFileSize)
 	st.PerSegment = make([]SegmentStats, m.hdr.Segments)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/offmap/offmap/internal/testfs"
-	"golang.org/x/sys/unix"
 )
 
 // What a hostile or unusual file system gives the queue: FIFOs in place of
@@ -178,34 +177,6 @@ func TestNamedTailerUnknownReadOnly(t *testing.T) {
 	}
 	if err := tl.Ack(); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Ack on a read-only queue: %v, want ErrReadOnly", err)
-	}
-}
-
-// setImmutable sets or clears a file's immutable flag (chattr +i), which
-// even root cannot write through. It skips the test where that is not
-// possible (no CAP_LINUX_IMMUTABLE, a file system without the flag).
-func setImmutable(t *testing.T, path string, on bool) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	flags, err := unix.IoctlGetInt(int(f.Fd()), unix.FS_IOC_GETFLAGS)
-	if err != nil {
-		t.Skipf("file flags: %v", err)
-	}
-	const immutable = 0x10 // FS_IMMUTABLE_FL
-	if on {
-		flags |= immutable
-	} else {
-		flags &^= immutable
-	}
-	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, flags); err != nil {
-		if on {
-			t.Skipf("cannot make %s immutable: %v", path, err)
-		}
-		t.Fatal(err)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/offmap/offmap/internal/reexec"
 )
 
 // Multi-process tests re-run the test binary as helper processes chosen
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 func helperCmd(t testing.TB, role, dir string, args ...any) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := reexec.Command("-test.run=^$")
 	cmd.Env = append(os.Environ(), "OFFQUEUE_HELPER="+role, "OFFQUEUE_DIR="+dir,
 		"OFFQUEUE_ARGS="+strings.TrimSpace(fmt.Sprintln(args...)))
 	cmd.Stderr = os.Stderr
@@ -180,6 +182,9 @@ func startTail(t *testing.T, dir string, ends int, mode WaitMode) func() map[int
 }
 
 func perProcess() int {
+	if reexec.Emulated() {
+		return 3000 // CI's qemu-aarch64 run, some twenty times slower
+	}
 	if testing.Short() {
 		return 30000
 	}

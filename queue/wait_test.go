@@ -5,14 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 func TestWaitModes(t *testing.T) {
@@ -158,7 +153,7 @@ func deadRinger(t *testing.T, appends int, recheckSeconds int) {
 	if !sc.Scan() || sc.Text() != "waiting" {
 		t.Fatalf("helper said %q", sc.Text())
 	}
-	waitForWaitv(t, cmd.Process.Pid, 2) // its notifier sleeps on {control word, doorbell}
+	waitForWatcher(t, q, cmd.Process.Pid, 2) // its notifier sleeps on {control word, doorbell}
 	// The dead ringer's half of ring(): the doorbell made odd, no wake.
 	if b := q.bell.Load(); b&1 != 0 || !q.bell.CompareAndSwap(b, b+1) {
 		t.Fatalf("doorbell %d changed under the test", b)
@@ -182,25 +177,6 @@ func deadRinger(t *testing.T, appends int, recheckSeconds int) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// waitForWaitv waits until a thread of process pid sleeps in futex_waitv
-// on n words, as /proc/PID/task/TID/syscall shows.
-func waitForWaitv(t *testing.T, pid, n int) {
-	t.Helper()
-	want := []string{strconv.Itoa(unix.SYS_FUTEX_WAITV), "0x" + strconv.FormatInt(int64(n), 16)}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
-		for _, p := range tasks {
-			b, _ := os.ReadFile(p)
-			if f := strings.Fields(string(b)); len(f) > 2 && f[0] == want[0] && f[2] == want[1] {
-				return
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("no thread of process %d sleeps in futex_waitv on %d words", pid, n)
 }
 
 // TestDeadWriterProcess: a helper process reserves a slot and is killed

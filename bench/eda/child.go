@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -167,7 +166,7 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 		cmd := exec.Command(exe, ChildArg, string(spec))
 		cmd.Env = env
 		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = childAttr()
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			cs.kill()

@@ -2,6 +2,7 @@ package eda
 
 import (
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,4 +32,10 @@ func pinThread(i int) error {
 		one.Set(cpu)
 		return unix.SchedSetaffinity(0, &one)
 	}
+}
+
+// childAttr has the kernel kill a child process when its parent dies, so
+// that an interrupted run leaves no children behind.
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

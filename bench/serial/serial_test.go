@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/offmap/offmap/values"
-	"golang.org/x/sys/unix"
 )
 
 var codec = values.MustCodec[MarketData]()
@@ -82,19 +81,11 @@ func reportThreadCPU(b *testing.B) {
 	runtime.LockOSThread()
 	start := threadCPU(b)
 	b.Cleanup(func() {
-		if b.N > 0 {
+		if b.N > 0 && start >= 0 {
 			b.ReportMetric(float64(threadCPU(b)-start)/float64(b.N), "cpu-ns/op")
 		}
 		runtime.UnlockOSThread()
 	})
-}
-
-func threadCPU(b *testing.B) int64 {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime)
 }
 
 func BenchmarkReflectWrite(b *testing.B) {

@@ -1,3 +1,5 @@
+//go:build linux && !offmap_portable
+
 package shm
 
 import (
@@ -7,6 +9,10 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// Portable reports whether this build uses the portable fallbacks
+// (darwin, or Linux built with the offmap_portable tag).
+const Portable = false
 
 // Futex operations on a 32-bit word in a shared file mapping. The PRIVATE
 // flag is deliberately absent: waiters and wakers live in different
@@ -34,3 +40,7 @@ func FutexWake(w *atomic.Uint32, n int) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake,
 		uintptr(n), 0, 0, 0)
 }
+
+// waitLooks: the kernel reads the words of a futex wait itself, and
+// answers EFAULT for an unmapped one; nothing to wait for.
+func waitLooks() {}

@@ -1,3 +1,5 @@
+//go:build linux && !offmap_portable
+
 package shm
 
 import (

@@ -7,51 +7,36 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// Token names a process in a lock word: the pid in the low 32 bits and the
-// low 32 bits of the process start time (clock ticks since boot, field 22
-// of /proc/PID/stat) in the high 32 bits. The start time tells a recycled
-// pid apart from the process that took the lock. A token is never zero.
-type Token uint64
-
-// PID returns the process id in the token.
-func (t Token) PID() int { return int(uint32(t)) }
-
-// StartTime returns the low 32 bits of the process start time.
-func (t Token) StartTime() uint32 { return uint32(t >> 32) }
-
-// MakeToken builds a token from a pid and a start time.
-func MakeToken(pid int, start uint64) Token {
-	return Token(uint64(uint32(pid)) | uint64(uint32(start))<<32)
-}
-
-var self struct {
-	once  sync.Once
-	token Token
-}
-
-// Self returns the calling process's token.
-func Self() Token {
-	self.once.Do(func() {
-		pid := os.Getpid()
-		start, _, err := procStat(pid)
-		if err != nil {
-			// Without /proc the start time is unknown; pid alone still
-			// works, only recycled pids go undetected.
-			start = 0
-		}
-		self.token = MakeToken(pid, start)
-	})
-	return self.token
+// procStart returns the start time of process pid, in clock ticks since
+// boot (field 22 of /proc/PID/stat), and whether it is dead: gone, or a
+// zombie. It is the same with the offmap_portable tag: /proc is what
+// Linux has.
+//
+// It reads /proc/PID/task/PID/stat, the main thread's, which gives the
+// same state and start time as /proc/PID/stat (that file reports them from
+// the main thread too): user-mode emulators (qemu-user) replace a
+// process's own /proc/PID/stat with one of their making, whose start time
+// differs from the one other processes read, which made every process
+// under emulation judge every other one dead.
+func procStart(pid int) (start uint64, dead bool, err error) {
+	start, state, err := procStat(pid)
+	switch {
+	case os.IsNotExist(err):
+		return 0, true, nil
+	case err != nil:
+		return 0, false, err
+	}
+	return start, state == 'Z' || state == 'X', nil
 }
 
 // procStat returns the start time and the state letter of a process.
 func procStat(pid int) (start uint64, state byte, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p := strconv.Itoa(pid)
+	b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/stat")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -68,31 +53,6 @@ func procStat(pid int) (start uint64, state byte, err error) {
 	}
 	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
 	return start, fields[0][0], err
-}
-
-// Alive reports whether the process named by t still runs. A process that
-// is gone, a zombie, or a newer process that reuses the pid is dead. When
-// the answer cannot be known (no /proc, another pid namespace hiding it)
-// the process counts as alive: a live holder must never lose its lock.
-func Alive(t Token) bool {
-	pid := t.PID()
-	if pid <= 0 {
-		return false
-	}
-	if err := unix.Kill(pid, 0); err == unix.ESRCH {
-		return false
-	}
-	start, state, err := procStat(pid)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return false
-		}
-		return true
-	}
-	if state == 'Z' || state == 'X' {
-		return false
-	}
-	return uint32(start) == t.StartTime()
 }
 
 // BackgroundThread dedicates the calling goroutine's OS thread to it for

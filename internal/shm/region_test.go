@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/offmap/offmap/internal/reexec"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -13,6 +15,9 @@ import (
 // start (madvise refuses one: nothing would be faulted in). Pages around
 // them may come in too, with a file system's large folios.
 func TestPopulateWrite(t *testing.T) {
+	if reexec.Emulated() && !Portable {
+		t.Skip("qemu-user takes madvise's advice as a hint and ignores it")
+	}
 	page := os.Getpagesize()
 	f, r := reservedFile(t, 8*page, 8*page) // the file a hole: no page in memory
 	mem, err := r.Extend(f, 8*page, true)

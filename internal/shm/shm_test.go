@@ -37,9 +37,9 @@ func TestAliveZombie(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	start, _, err := procStat(cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
+	start, dead, err := procStart(cmd.Process.Pid)
+	if err != nil || dead {
+		t.Fatalf("procStart of a running child: dead %v, %v", dead, err)
 	}
 	tok := MakeToken(cmd.Process.Pid, start)
 	if !Alive(tok) {
@@ -48,8 +48,8 @@ func TestAliveZombie(t *testing.T) {
 	cmd.Process.Kill()
 	// Not reaped yet: a zombie, which must count as dead.
 	for {
-		_, state, err := procStat(cmd.Process.Pid)
-		if err != nil || state == 'Z' {
+		_, dead, err := procStart(cmd.Process.Pid)
+		if err != nil || dead {
 			break
 		}
 		time.Sleep(time.Millisecond)

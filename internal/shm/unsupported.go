@@ -1,9 +1,10 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package shm
 
-// offmap runs on Linux only (see the README's list of platforms): futexes,
-// FUTEX_WAITV, flock and /proc are what its cross-process locks, wake-ups
-// and dead-process checks are built on. Built elsewhere, this is the one
-// error the compiler reports.
-var _ = offmap_runs_on_linux_only
+// offmap supports Linux and macOS only (see the README's list of
+// platforms): shared file mappings, flock, and a way to tell whether a
+// process still lives are what its cross-process locks, wake-ups and
+// dead-process checks are built on. Built elsewhere, this is the one error
+// the compiler reports.
+var _ = offmap_supports_only_linux_and_darwin

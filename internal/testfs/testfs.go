@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/offmap/offmap/internal/reexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,7 +54,7 @@ func runInNamespace(t *testing.T) {
 	for _, p := range strings.Split(t.Name(), "/") {
 		parts = append(parts, "^"+regexp.QuoteMeta(p)+"$")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run="+strings.Join(parts, "/"), "-test.v")
+	cmd := reexec.Command("-test.run="+strings.Join(parts, "/"), "-test.v")
 	cmd.Env = append(os.Environ(), inNamespace+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	out, err := cmd.CombinedOutput()

@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package shm
 
 import (
@@ -34,9 +36,10 @@ func Reserve(size int) (*Region, error) {
 	return &Region{base: p, reserved: size}, nil
 }
 
-// Extend maps the bytes [Len(), size) of f, which the file must already
-// hold, behind the mapped prefix and returns the whole prefix. size is a
-// multiple of the page size, at most the reserved size. Concurrent calls
+// Extend maps the bytes [Len(), size) of f behind the mapped prefix and
+// returns the whole prefix. size is a multiple of the page size, at most
+// the reserved size; the file must hold all of it but the rest of its last
+// page. Concurrent calls
 // on one Region must be serialised by the caller.
 func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
 	switch {
@@ -48,15 +51,27 @@ func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
 		return nil, fmt.Errorf("shm: extend %s: cannot change protection", f.Name())
 	}
 	if size > r.mapped {
-		if err := back(f, int64(r.mapped), int64(size-r.mapped), writable); err != nil {
+		st, err := f.Stat()
+		if err != nil {
 			return nil, err
+		}
+		// Past the end of the file only the rest of its last page may be
+		// mapped (touching a page wholly past the end raises SIGBUS): it
+		// reads zeros and is never written.
+		if int64(size) >= st.Size()+int64(os.Getpagesize()) {
+			return nil, fmt.Errorf("shm: extend %s to %d bytes: the file has %d", f.Name(), size, st.Size())
+		}
+		if end := min(int64(size), st.Size()); end > int64(r.mapped) {
+			if err := back(f, int64(r.mapped), end-int64(r.mapped), writable); err != nil {
+				return nil, err
+			}
 		}
 		prot := unix.PROT_READ
 		if writable {
 			prot |= unix.PROT_WRITE
 		}
 		at := unsafe.Add(r.base, r.mapped)
-		_, err := unix.MmapPtr(int(f.Fd()), int64(r.mapped), at, uintptr(size-r.mapped), prot,
+		_, err = unix.MmapPtr(int(f.Fd()), int64(r.mapped), at, uintptr(size-r.mapped), prot,
 			unix.MAP_SHARED|unix.MAP_FIXED)
 		if err != nil {
 			return nil, fmt.Errorf("mmap %s [%d, %d): %w", f.Name(), r.mapped, size, err)
@@ -83,22 +98,6 @@ func (r *Region) Sync() error {
 		return nil
 	}
 	return unix.Msync(r.Bytes(), unix.MS_SYNC)
-}
-
-// PopulateWrite faults in the pages of b, a part of a writable shared
-// mapping, for writing (MADV_POPULATE_WRITE, Linux 5.14 or later), so
-// that the first writes there do not each take a page fault. It is only a
-// hint: errors are ignored. It needs no lock against Extend, which never
-// moves or unmaps what is mapped; the caller keeps b's mapping alive.
-func PopulateWrite(b []byte) {
-	page := os.Getpagesize()
-	if len(b) == 0 {
-		return
-	}
-	// madvise wants a page-aligned start.
-	off := int(uintptr(unsafe.Pointer(&b[0])) % uintptr(page))
-	b = unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), -off)), len(b)+off)
-	unix.Madvise(b, unix.MADV_POPULATE_WRITE)
 }
 
 // Release detaches the mapped prefix from the file but keeps the whole

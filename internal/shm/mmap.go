@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package shm
 
 import (
@@ -5,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -65,55 +66,52 @@ func (m *Mapping) Unmap() error {
 	if len(m.data) == 0 {
 		return nil
 	}
+	waitLooks()
 	err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(m.data)), uintptr(len(m.data)))
 	m.data = nil
 	return err
 }
 
-// Preallocate gives f size bytes of real disk blocks (fallocate), so that
-// a full disk is an error now and never a SIGBUS when a page is touched.
-// Where the file system cannot fallocate, it writes one zero per block.
-func Preallocate(f *os.File, size int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
-		return fmt.Errorf("fallocate %s (%d bytes): %w", f.Name(), size, err)
-	}
-	if err := f.Truncate(size); err != nil {
+// extendZeroed makes f at least size bytes long by writing zeros past its
+// end, which gives the new bytes storage (a full disk is ENOSPC here). It
+// never writes below the end, so data that other processes write through
+// their mappings is safe, and it holds an exclusive flock while it looks
+// at the size and writes, so that two processes growing the file at once
+// cannot both write zeros over the same new range after one of them has
+// put data there. f must not be flocked otherwise (a map file is not
+// preallocated after it is attached; a queue's cycle files are never
+// flocked); calls on one *os.File are serialised by the caller.
+func extendZeroed(f *os.File, size int64) error {
+	if err := Flock(f, true, false); err != nil {
 		return err
 	}
-	var zero [1]byte
-	for off := int64(0); off < size; off += 4096 {
-		if _, err := f.WriteAt(zero[:], off); err != nil {
-			return fmt.Errorf("preallocate %s: %w", f.Name(), err)
-		}
+	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	st, err := f.Stat()
+	if err != nil {
+		return err
 	}
-	return f.Sync()
+	for off := st.Size(); off < size; {
+		n := min(size-off, int64(len(zeroChunk)))
+		if _, err := f.WriteAt(zeroChunk[:n], off); err != nil {
+			return fmt.Errorf("preallocate %s (%d bytes): %w", f.Name(), size, err)
+		}
+		off += n
+	}
+	return nil
 }
 
-// Grow gives f real storage for [off, off+n), extending the file if it is
-// shorter (fallocate, which never shrinks a file, so processes growing one
-// file at once cannot undo each other). A full disk is an error wrapping
-// ENOSPC here, never a SIGBUS later. Where the file system cannot
-// fallocate, it writes one zero per block of the range.
-func Grow(f *os.File, off, n int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, off, n)
-	for errors.Is(err, unix.EINTR) { // a signal, such as the Go scheduler's
-		err = unix.Fallocate(int(f.Fd()), 0, off, n)
-	}
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
-		return fmt.Errorf("fallocate %s [%d, %d): %w", f.Name(), off, off+n, err)
-	}
-	var zero [1]byte
-	for at := off + n - 1; at >= off; at -= 4096 {
-		if _, err := f.WriteAt(zero[:], at); err != nil {
+var zeroChunk [256 << 10]byte
+
+// writeZeros writes zeros over [off, off+n) of f, extending it if it is
+// shorter. The range must be the caller's alone: whatever another process
+// wrote there is overwritten.
+func writeZeros(f *os.File, off, n int64) error {
+	for n > 0 {
+		k := min(n, int64(len(zeroChunk)))
+		if _, err := f.WriteAt(zeroChunk[:k], off); err != nil {
 			return fmt.Errorf("grow %s: %w", f.Name(), err)
 		}
+		off, n = off+k, n-k
 	}
 	return nil
 }
@@ -145,36 +143,6 @@ func Flock(f *os.File, exclusive, nonblocking bool) error {
 			return fmt.Errorf("flock %s: %w", f.Name(), err)
 		}
 	}
-}
-
-// CreateAtomic builds a new file of size bytes, lets fill write its
-// contents, and only then links it at path, so that path never shows a
-// half-written file, even if this process dies. With durable set it also
-// syncs the file before linking it and the directory after, so that the
-// file survives a power loss too. It returns an error wrapping os.ErrExist
-// when path already exists (another process won the race to create it).
-func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
-	dir := filepath.Dir(path)
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, uint32(mode.Perm()))
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOTDIR) {
-			return &os.PathError{Op: "create", Path: path, Err: err}
-		}
-		return createViaTempName(path, mode, size, durable, fill)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	if err := prepare(f, mode, size, durable, fill); err != nil {
-		return err
-	}
-	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
-	if err != nil {
-		return &os.LinkError{Op: "link", Old: "(new file)", New: path, Err: err}
-	}
-	if !durable {
-		return nil
-	}
-	return syncDir(dir)
 }
 
 // createViaTempName is CreateAtomic for file systems without O_TMPFILE: a

@@ -1,0 +1,94 @@
+//go:build linux && !offmap_portable
+
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Preallocate gives f at least size bytes of real disk blocks (fallocate),
+// so that a full disk is an error now and never a SIGBUS when a page is
+// touched. It never shrinks f nor changes a byte of it, so other processes
+// may use the file meanwhile. Where the file system cannot fallocate, it
+// writes zeros past the end (extendZeroed).
+func Preallocate(f *os.File, size int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("fallocate %s (%d bytes): %w", f.Name(), size, err)
+	}
+	return extendZeroed(f, size)
+}
+
+// Grow gives f real storage for [off, off+n), a range that belongs to the
+// caller alone, extending the file if it is shorter. fallocate never
+// shrinks a file, so processes growing one file at once cannot undo each
+// other. A full disk is an error wrapping ENOSPC here, never a SIGBUS
+// later. Where the file system cannot fallocate, it writes zeros over the
+// range.
+func Grow(f *os.File, off, n int64) error {
+	err := fallocate(f, off, n)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return writeZeros(f, off, n)
+	}
+	return err
+}
+
+// AllocateShared gives f storage for [off, off+n) without writing a byte
+// (fallocate), so it may be called on a range that another process uses:
+// a map's process that finds space claimed past the end of the file gives
+// it storage for its slow claimant. errors.ErrUnsupported where that
+// cannot be done.
+func AllocateShared(f *os.File, off, n int64) error { return fallocate(f, off, n) }
+
+func fallocate(f *os.File, off, n int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, off, n)
+	for errors.Is(err, unix.EINTR) { // a signal, such as the Go scheduler's
+		err = unix.Fallocate(int(f.Fd()), 0, off, n)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS):
+		return fmt.Errorf("fallocate %s: %w", f.Name(), errors.ErrUnsupported)
+	}
+	return fmt.Errorf("fallocate %s [%d, %d): %w", f.Name(), off, off+n, err)
+}
+
+// CreateAtomic builds a new file of size bytes, lets fill write its
+// contents, and only then links it at path, so that path never shows a
+// half-written file, even if this process dies. With durable set it also
+// syncs the file before linking it and the directory after, so that the
+// file survives a power loss too. It returns an error wrapping os.ErrExist
+// when path already exists (another process won the race to create it).
+func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
+	dir := filepath.Dir(path)
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, uint32(mode.Perm()))
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOTDIR) {
+			return &os.PathError{Op: "create", Path: path, Err: err}
+		}
+		return createViaTempName(path, mode, size, durable, fill)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if err := prepare(f, mode, size, durable, fill); err != nil {
+		return err
+	}
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: "(new file)", New: path, Err: err}
+	}
+	if !durable {
+		return nil
+	}
+	return syncDir(dir)
+}
