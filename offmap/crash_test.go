@@ -78,98 +78,125 @@ func TestCrashAtEveryStep(t *testing.T) {
 		{"delete/first shift", "delete.shift", 1, del, k, short, nil, true},
 		{"delete/second shift", "delete.shift", 2, del, k, short, nil, true},
 		{"delete/unlinked", "delete.unlinked", 1, del, k, short, nil, true},
+		// With ChecksumEntries a one-word update takes the redo record too.
+		{"word/scratch", "redo.scratch", 1, put([]byte("12345678")), k, []byte("abcdefgh"), []byte("12345678"), false},
+		{"word/intent", "redo.intent", 1, put([]byte("12345678")), k, []byte("abcdefgh"), []byte("12345678"), true},
 	}
-	for _, c := range cases {
-		k = []byte("the-key-x")
-		c.key = k
-		t.Run(c.name, func(t *testing.T) {
-			p := tempPath(t)
-			// One segment, nearly full: probe clusters are long, so deletes shift.
-			m, err := Open(p, Options{Entries: 120, AverageKeySize: 9, AverageValueSize: 17, MaxValueSize: 100, Segments: 1, LockTimeout: 10 * time.Second})
-			if err != nil {
-				t.Fatal(err)
+	// Every step without checksums; every other one, and the one-word
+	// update's, with them.
+	for i, c := range cases {
+		word := strings.HasPrefix(c.name, "word/")
+		for _, sums := range []bool{false, true} {
+			if sums && !word && i%2 == 1 || !sums && word {
+				continue
 			}
-			defer m.Close()
-			others := map[string]string{}
-			for i := range 110 {
-				kk := fmt.Appendf(nil, "other-%03d", i)
-				mustPut(t, m, kk, val(i))
-				others[string(kk)] = string(val(i))
-			}
-			if c.step == "delete.shift" {
-				// An older key sits inside its probe cluster: deleting
-				// it moves later entries back.
-				k = keyThatShifts(t, m, c.nth)
-				c.key = k
-				delete(others, string(k))
-			}
-			if c.before != nil {
-				mustPut(t, m, c.key, c.before)
-			}
-			if !runUntilCrash(c.step, c.nth, func() { c.op(m) }) {
-				t.Fatalf("step %s #%d not reached", c.step, c.nth)
-			}
-			m.abandon(c.key)
-			if err := m.Check(); err == nil || !strings.Contains(err.Error(), "dead process") {
-				t.Fatalf("Check before repair: %v", err)
-			}
-
-			want := c.before
-			if c.completes {
-				want = c.after
-			}
-			ro, err := Open(p, Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := ro.Get(c.key)
-			checkOutcome(t, "read-only reader", got, err, want)
-			// Several keys at one instant, and every entry, the same.
-			var viewed []byte
-			err = ro.ViewKeys([][]byte{c.key, []byte("other-000")}, func(v [][]byte, found []bool) {
-				if found[0] {
-					viewed = append([]byte{}, v[0]...)
-				} else {
-					viewed = nil
-				}
+			k = []byte("the-key-x")
+			c.key = k
+			t.Run(fmt.Sprintf("%s/checksums=%v", c.name, sums), func(t *testing.T) {
+				crashStep(t, c.step, c.nth, func(m *Map) { c.op(m) }, &k, c.before, c.after, c.completes, sums)
 			})
-			if viewed == nil && err == nil {
-				err = ErrNotFound
-			}
-			checkOutcome(t, "read-only ViewKeys", viewed, err, want)
-			var ranged []byte
-			err = ro.Range(func(k, v []byte) bool {
-				if string(k) == string(c.key) {
-					ranged = append([]byte{}, v...)
-				}
-				return true
-			})
-			if ranged == nil && err == nil {
-				err = ErrNotFound
-			}
-			checkOutcome(t, "read-only Range", ranged, err, want)
-			ro.Close()
+		}
+	}
+}
 
-			// The next writer takes the lock over and repairs.
-			if err := m.Put([]byte("after-crash"), []byte("x")); err != nil {
-				t.Fatalf("Put after the crash: %v", err)
-			}
-			got, err = m.Get(c.key)
-			checkOutcome(t, "after repair", got, err, want)
-			for kk, v := range others {
-				mustGet(t, m, []byte(kk), v)
-			}
-			if err := m.Check(); err != nil {
-				t.Fatal(err)
-			}
-			wantLen := len(others) + 1
-			if want != nil {
-				wantLen++
-			}
-			if m.Len() != wantLen {
-				t.Fatalf("Len = %d, want %d", m.Len(), wantLen)
-			}
-		})
+// crashStep runs one case of TestCrashAtEveryStep: *k is the key the
+// operation op works on (the cases' closures read it).
+func crashStep(t *testing.T, step string, nth int, op func(m *Map), k *[]byte, before, after []byte, completes, sums bool) {
+	c := struct {
+		step      string
+		nth       int
+		op        func(m *Map)
+		key       []byte
+		before    []byte
+		after     []byte
+		completes bool
+	}{step, nth, op, *k, before, after, completes}
+	p := tempPath(t)
+	// One segment, nearly full: probe clusters are long, so deletes shift.
+	m, err := Open(p, Options{Entries: 120, AverageKeySize: 9, AverageValueSize: 17, MaxValueSize: 100, Segments: 1,
+		LockTimeout: 10 * time.Second, ChecksumEntries: sums})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	others := map[string]string{}
+	for i := range 110 {
+		kk := fmt.Appendf(nil, "other-%03d", i)
+		mustPut(t, m, kk, val(i))
+		others[string(kk)] = string(val(i))
+	}
+	if c.step == "delete.shift" {
+		// An older key sits inside its probe cluster: deleting
+		// it moves later entries back.
+		*k = keyThatShifts(t, m, c.nth)
+		c.key = *k
+		delete(others, string(*k))
+	}
+	if c.before != nil {
+		mustPut(t, m, c.key, c.before)
+	}
+	if !runUntilCrash(c.step, c.nth, func() { c.op(m) }) {
+		t.Fatalf("step %s #%d not reached", c.step, c.nth)
+	}
+	m.abandon(c.key)
+	if err := m.Check(); err == nil || !strings.Contains(err.Error(), "dead process") {
+		t.Fatalf("Check before repair: %v", err)
+	}
+
+	want := c.before
+	if c.completes {
+		want = c.after
+	}
+	ro, err := Open(p, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ro.Get(c.key)
+	checkOutcome(t, "read-only reader", got, err, want)
+	// Several keys at one instant, and every entry, the same.
+	var viewed []byte
+	err = ro.ViewKeys([][]byte{c.key, []byte("other-000")}, func(v [][]byte, found []bool) {
+		if found[0] {
+			viewed = append([]byte{}, v[0]...)
+		} else {
+			viewed = nil
+		}
+	})
+	if viewed == nil && err == nil {
+		err = ErrNotFound
+	}
+	checkOutcome(t, "read-only ViewKeys", viewed, err, want)
+	var ranged []byte
+	err = ro.Range(func(k, v []byte) bool {
+		if string(k) == string(c.key) {
+			ranged = append([]byte{}, v...)
+		}
+		return true
+	})
+	if ranged == nil && err == nil {
+		err = ErrNotFound
+	}
+	checkOutcome(t, "read-only Range", ranged, err, want)
+	ro.Close()
+
+	// The next writer takes the lock over and repairs.
+	if err := m.Put([]byte("after-crash"), []byte("x")); err != nil {
+		t.Fatalf("Put after the crash: %v", err)
+	}
+	got, err = m.Get(c.key)
+	checkOutcome(t, "after repair", got, err, want)
+	for kk, v := range others {
+		mustGet(t, m, []byte(kk), v)
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	wantLen := len(others) + 1
+	if want != nil {
+		wantLen++
+	}
+	if m.Len() != wantLen {
+		t.Fatalf("Len = %d, want %d", m.Len(), wantLen)
 	}
 }
 

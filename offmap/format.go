@@ -46,7 +46,9 @@ import (
 //	112     8  ScratchOff (in a segment)    120  8  AreaOff (in a segment)
 //	128     8  creation time, Unix nanoseconds
 //	136     8  MaxFileSize: the file never grows past it
-//	144   104  reserved, zero
+//	144     4  entry flags: bit 0, entries carry a checksum (below); a
+//	           reader refuses a file with a flag it does not know
+//	148   100  reserved, zero
 //	248     8  checksum: xxhash64 of bytes [0, 248)
 //	256     8  AllocEnd: end of the space claimed so far (CAS by growers)
 //	264     8  slot tables grown (count, informational)
@@ -60,7 +62,7 @@ const (
 	magic             = "OFFMAP\x00\x00"
 	checksumOff       = 248
 	headerSize        = 4096
-	headerReservedOff = 144 // [144, 248) and [280, 4096) are reserved, zero
+	headerReservedOff = 148 // [148, 248) and [280, 4096) are reserved, zero
 	growthWordsOff    = 256
 	growthWordsEnd    = 280
 	segmentHeaderSize = 256
@@ -95,6 +97,21 @@ type header struct {
 	AreaOff          uint64
 	Created          int64
 	MaxFileSize      uint64
+	EntryFlags       uint32
+}
+
+// Entry flags (header offset 144).
+const (
+	flagChecksums = 1 << 0 // entries end with a checksum trailer
+	knownFlags    = flagChecksums
+)
+
+// trailer is the size of the bytes after an entry's value.
+func (h *header) trailer() int {
+	if h.EntryFlags&flagChecksums != 0 {
+		return trailerSize
+	}
+	return 0
 }
 
 func (h *header) encode() []byte {
@@ -123,6 +140,7 @@ func (h *header) encode() []byte {
 	le.PutUint64(b[120:], h.AreaOff)
 	le.PutUint64(b[128:], uint64(h.Created))
 	le.PutUint64(b[136:], h.MaxFileSize)
+	le.PutUint32(b[144:], h.EntryFlags)
 	le.PutUint64(b[checksumOff:], xxhash.Sum64(b[:checksumOff]))
 	le.PutUint64(b[growthWordsOff:], h.FileSize) // AllocEnd: nothing claimed yet
 	return b
@@ -163,6 +181,10 @@ func decodeHeader(b []byte, fileSize int64) (*header, error) {
 	h.AreaOff = le.Uint64(b[120:])
 	h.Created = int64(le.Uint64(b[128:]))
 	h.MaxFileSize = le.Uint64(b[136:])
+	h.EntryFlags = le.Uint32(b[144:])
+	if h.EntryFlags&^knownFlags != 0 {
+		return nil, fmt.Errorf("%w: the file's entries use features this version does not know (flags %#x)", ErrVersion, h.EntryFlags)
+	}
 	if err := h.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
@@ -220,7 +242,7 @@ func (h *header) validate() error {
 	if !ok || h.AreaOff+area > h.SegmentStride {
 		return fmt.Errorf("entry space of %d chunks does not fit a stride of %d", h.ChunksPerSegment, h.SegmentStride)
 	}
-	if uint64(entryBytes(int(h.MaxKey), int(h.MaxValue))) > area {
+	if uint64(entryBytes(int(h.MaxKey), int(h.MaxValue), h.trailer())) > area {
 		return fmt.Errorf("largest entry does not fit a segment")
 	}
 	all, ok := mul(uint64(h.Segments), h.SegmentStride)
@@ -357,11 +379,29 @@ func homeIn(w uint64, n int) uint32 {
 //	  4  4              value length
 //	  8  pad8(keyLen)   key, zero padded
 //	  .  pad8(valueLen) value, 8-byte aligned, zero padded
+//	  .  8              with flag 0 (checksums) only: uint32 checksum,
+//	                    uint32 zero
+//
+// The checksum is the low 32 bits of xxhash64 (seed 0) of the key's bytes
+// followed by the value's. Entries that value handles pin carry none that
+// holds: handles change their values without the lock.
 //
 // entryBytes is the size of an entry: header, key and value, each padded
-// to 8 bytes so that values are 8-byte aligned for atomic handles.
-func entryBytes(keyLen, valLen int) int {
-	return entryHeaderSize + shm.Pad8(keyLen) + shm.Pad8(valLen)
+// to 8 bytes so that values are 8-byte aligned for atomic handles, and
+// the trailer.
+func entryBytes(keyLen, valLen, trailer int) int {
+	return entryHeaderSize + shm.Pad8(keyLen) + shm.Pad8(valLen) + trailer
+}
+
+const trailerSize = 8
+
+// entrySum is an entry's checksum.
+func entrySum(key, value []byte) uint32 {
+	var d xxhash.Digest
+	d.Reset()
+	d.Write(key)
+	d.Write(value)
+	return uint32(d.Sum64())
 }
 
 // The format fixes these sizes; the compiler checks the structs agree.

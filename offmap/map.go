@@ -40,6 +40,7 @@ type Map struct {
 	bufs       [][]byte
 	chunkShift uint
 	extBits    int // B: 2^B is the first chunk of extent 1
+	trailer    int // bytes after each entry's value: its checksum, or none
 	area0Len   int // bytes of extent 0
 	readOnly   bool
 	self       shm.Token
@@ -142,6 +143,7 @@ func newMap(path string, h header, mem []byte, readOnly bool, opts Options) *Map
 		hdr:        h,
 		chunkShift: uint(bits.TrailingZeros32(h.ChunkSize)),
 		extBits:    bits.Len64(h.ChunksPerSegment - 1),
+		trailer:    h.trailer(),
 		readOnly:   readOnly,
 		self:       shm.Self(),
 		timeout:    opts.lockTimeout(),

@@ -112,7 +112,7 @@ func TestValueSizeChanges(t *testing.T) {
 		}
 	}
 	used := m.Stats().BytesUsed
-	if want := int64(entryBytes(4, 500)+7) &^ 7; used != want {
+	if want := int64(entryBytes(4, 500, 0)+7) &^ 7; used != want {
 		t.Fatalf("BytesUsed = %d, want %d: shrinking or relocating leaked space", used, want)
 	}
 }
@@ -468,7 +468,7 @@ func TestStats(t *testing.T) {
 	if sum != 1234 {
 		t.Fatalf("per-segment entries sum to %d", sum)
 	}
-	if want := int64(1234 * entryBytes(11, 8)); st.BytesUsed != want {
+	if want := int64(1234 * entryBytes(11, 8, 0)); st.BytesUsed != want {
 		t.Fatalf("BytesUsed = %d, want %d", st.BytesUsed, want)
 	}
 	fi, _ := osStat(m.Path())

@@ -132,8 +132,10 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 	switch {
 	case len(value) == 0 && e.valLen == 0:
 		// Nothing to write: an empty value has no value word.
-	case len(value) == e.valLen && len(value) <= 8:
-		// One aligned word: a single atomic store is all or nothing.
+	case len(value) == e.valLen && len(value) <= 8 && (m.trailer == 0 || w&slotPinned != 0):
+		// One aligned word: a single atomic store is all or nothing. (With
+		// checksums, value and checksum are two stores: the redo record
+		// below keeps them together, unless handles pin the value.)
 		beginChange(s)
 		storeSmall(s.mem[e.valOff():], value)
 		endChange(s)
@@ -152,6 +154,7 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 		shm.U32(s.mem, ne.off+4).Store(uint32(len(value)))
 		shm.Store(s.mem[ne.keyOff():], s.mem[e.keyOff():e.keyOff()+e.keyLen])
 		shm.Store(s.mem[ne.valOff():], value)
+		m.writeSum(s, ne, s.mem[ne.keyOff():ne.keyOff()+e.keyLen], value)
 		crash("relocate.entry")
 		s.slots[pos].Store(w&^slotChunkMask | uint64(nc))
 		crash("relocate.slot")
@@ -217,6 +220,8 @@ func (m *Map) applyRedo(s *segment, e entry, n int) {
 	if shm.Pad8(n) < shm.Pad8(e.valLen) {
 		shm.Zero(s.mem[e.valOff()+shm.Pad8(n) : e.valOff()+shm.Pad8(e.valLen)])
 	}
+	ne := entry{off: e.off, keyLen: e.keyLen, valLen: n}
+	m.writeSum(s, ne, s.mem[e.keyOff():e.keyOff()+e.keyLen], m.scratch(s)[8:8+n])
 }
 
 // Delete removes key and reports whether it was there.

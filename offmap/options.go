@@ -32,6 +32,15 @@ type Options struct {
 	// (it costs no memory). Zero means 64 GiB, or 4 times the starting
 	// size if that is more.
 	MaxFileSize int64
+	// ChecksumEntries keeps a checksum in every entry (as Chronicle Map's
+	// checksumEntries), which Check, Recover and offmap verify use to find
+	// entries a power cut tore: such a write is reported, and dropped by
+	// Recover, instead of being read back half old and half new. Each
+	// Put hashes its key and value once more, and same-size updates of
+	// 8 bytes or less go through the crash-safe redo record instead of one
+	// atomic store; Get is unchanged. Values that handles (AcquireInt64 and
+	// the others) point into are not checked. Only at creation.
+	ChecksumEntries bool
 
 	// ReadOnly maps the file read-only. A file this process may not
 	// write is opened read-only even without it. Writes return ErrReadOnly.
@@ -118,7 +127,12 @@ func plan(o Options, seed uint64) (header, error) {
 		return h, invalid("AverageValueSize %d exceeds MaxValueSize %d", o.AverageValueSize, maxValue)
 	}
 
-	avgEntry := entryBytes(o.AverageKeySize, o.AverageValueSize)
+	var flags uint32
+	trailer := 0
+	if o.ChecksumEntries {
+		flags, trailer = flagChecksums, trailerSize
+	}
+	avgEntry := entryBytes(o.AverageKeySize, o.AverageValueSize, trailer)
 	// Chunks of a power of two such that an average entry spans 4-8 of
 	// them: small enough to waste little, large enough for a small bitmap.
 	chunk := 8
@@ -148,7 +162,7 @@ func plan(o Options, seed uint64) (header, error) {
 			o.Entries, segments, slots, maxSlotsPerSeg)
 	}
 	avgChunks := int64((avgEntry + chunk - 1) / chunk)
-	maxEntryChunks := int64((entryBytes(maxKey, maxValue) + chunk - 1) / chunk)
+	maxEntryChunks := int64((entryBytes(maxKey, maxValue, trailer) + chunk - 1) / chunk)
 	chunks := maxPer*avgChunks + maxEntryChunks
 	if chunks > maxExtent0Chunks {
 		return h, invalid("segments too large: %d chunks (use more segments)", chunks)
@@ -198,6 +212,7 @@ func plan(o Options, seed uint64) (header, error) {
 		AreaOff:          uint64(areaOff),
 		Created:          time.Now().UnixNano(),
 		MaxFileSize:      uint64(limit),
+		EntryFlags:       flags,
 	}
 	return h, nil
 }
@@ -207,6 +222,9 @@ func (o Options) checkAgainst(h *header) error {
 	type pair struct {
 		name      string
 		opt, file int64
+	}
+	if o.ChecksumEntries && h.EntryFlags&flagChecksums == 0 {
+		return fmt.Errorf("%w: ChecksumEntries is set in the options but the file's entries have no checksums", ErrOptionsMismatch)
 	}
 	for _, p := range []pair{
 		{"Entries", int64(o.Entries), int64(h.Entries)},

@@ -116,7 +116,7 @@ func (m *Map) probe(mem []byte, sh *segmentHeader, base, slots, n int, key []byt
 			}
 			hw := shm.U64(mem, off).Load() // key length | value length << 32
 			kl, vl := int(uint32(hw)), int(hw>>32)
-			if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl) > end {
+			if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl, m.trailer) > end {
 				return 0, 0, false, true
 			}
 			if kl == len(key) && shm.Equal(mem[off+entryHeaderSize:], key) {

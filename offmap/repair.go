@@ -98,6 +98,21 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		owner[c] = keep
 	}
 
+	// Entries a power cut tore: the checksum of key and value disagrees.
+	// (Entries that handles pin have none that holds.)
+	if m.trailer != 0 {
+		for i := range n {
+			w := t.Load(i)
+			if w == 0 || w&slotPinned != 0 {
+				continue
+			}
+			if e, ok := m.entryAt(s, slotChunk(w)); ok && !m.sumHolds(s, e) {
+				report("slot %d: entry at chunk %d fails its checksum (torn by a power cut?); %s", i, slotChunk(w), dropped)
+				t.Store(i, 0)
+			}
+		}
+	}
+
 	used := make([][]uint64, extents)
 	for k := range used {
 		used[k] = make([]uint64, len(bms[k]))

@@ -185,7 +185,7 @@ type entry struct {
 
 func (e entry) keyOff() int { return e.off + entryHeaderSize }
 func (e entry) valOff() int { return e.off + entryHeaderSize + shm.Pad8(e.keyLen) }
-func (e entry) size() int   { return entryBytes(e.keyLen, e.valLen) }
+func (e entry) sumOff() int { return e.valOff() + shm.Pad8(e.valLen) }
 
 // entryAt reads the entry at chunk c. It returns ok=false when anything in
 // it lies outside its extent or over the map's limits: a torn read of a
@@ -200,14 +200,14 @@ func (m *Map) entryAt(s *segment, c uint32) (entry, bool) {
 		keyLen: int(shm.U32(s.mem, off).Load()),
 		valLen: int(shm.U32(s.mem, off+4).Load()),
 	}
-	if e.keyLen > int(m.hdr.MaxKey) || e.valLen > int(m.hdr.MaxValue) || e.off+e.size() > end {
+	if e.keyLen > int(m.hdr.MaxKey) || e.valLen > int(m.hdr.MaxValue) || e.off+entryBytes(e.keyLen, e.valLen, m.trailer) > end {
 		return entry{}, false
 	}
 	return e, true
 }
 
 func (m *Map) chunksFor(keyLen, valLen int) int {
-	return (entryBytes(keyLen, valLen) + int(m.hdr.ChunkSize) - 1) >> m.chunkShift
+	return (entryBytes(keyLen, valLen, m.trailer) + int(m.hdr.ChunkSize) - 1) >> m.chunkShift
 }
 
 // find looks key up in s. It returns the slot index and word of the live
@@ -230,7 +230,7 @@ func (m *Map) find(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e e
 			if ok && off <= end-entryHeaderSize {
 				hw := shm.U64(mem, off).Load() // key length | value length << 32
 				kl, vl := int(uint32(hw)), int(hw>>32)
-				if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl) > end {
+				if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl, m.trailer) > end {
 					bad = true
 				} else if kl == len(key) && shm.Equal(mem[off+entryHeaderSize:], key) {
 					return i, w, entry{off: off, keyLen: kl, valLen: vl}, true, false
@@ -257,7 +257,26 @@ func (m *Map) writeEntry(s *segment, c uint32, key, value []byte) entry {
 	shm.U32(s.mem, e.off+4).Store(uint32(len(value)))
 	shm.Store(s.mem[e.keyOff():], key)
 	shm.Store(s.mem[e.valOff():], value)
+	m.writeSum(s, e, key, value)
 	return e
+}
+
+// writeSum stores e's checksum, of key and value, where entries have one.
+func (m *Map) writeSum(s *segment, e entry, key, value []byte) {
+	if m.trailer != 0 {
+		shm.U64(s.mem, e.sumOff()).Store(uint64(entrySum(key, value)))
+	}
+}
+
+// sumHolds reports whether e's checksum matches its key and value (true
+// where entries have none).
+func (m *Map) sumHolds(s *segment, e entry) bool {
+	if m.trailer == 0 {
+		return true
+	}
+	key := s.mem[e.keyOff() : e.keyOff()+e.keyLen]
+	value := s.mem[e.valOff() : e.valOff()+e.valLen]
+	return shm.U64(s.mem, e.sumOff()).Load() == uint64(entrySum(key, value))
 }
 
 // loadValue appends e's value to dst. Values of up to 8 bytes are read

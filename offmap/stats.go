@@ -35,8 +35,10 @@ type Stats struct {
 	// segments grew out of, and steps cut short by a crash. offmap copy
 	// reclaims it.
 	UnusedBytes int64
-	ReadOnly    bool
-	PerSegment  []SegmentStats
+	// ChecksumEntries: entries carry a checksum that Check verifies.
+	ChecksumEntries bool
+	ReadOnly        bool
+	PerSegment      []SegmentStats
 }
 
 // SegmentStats describes one segment.
@@ -75,6 +77,7 @@ func (m *Map) Stats() Stats {
 		ChunkSize:        int(h.ChunkSize),
 		ChunksPerSegment: int(h.ChunksPerSegment),
 		ReadOnly:         m.readOnly,
+		ChecksumEntries:  m.trailer != 0,
 	}
 	if m.closed.Load() {
 		return st

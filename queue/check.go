@@ -99,7 +99,14 @@ func (q *Queue) Check() (lost []IndexRange, err error) {
 		if next, ok, err := q.firstCycleFrom(beforeNum + 1); err != nil {
 			return lost, err
 		} else if !ok || uint64(next) != before.next-1 {
-			problem("cycle %s: sealed, but no file follows it (it names cycle %d)", q.cycleName(beforeNum), int64(before.next)-1)
+			// Retention deletes the oldest cycles first: if it deleted the
+			// next file during this check, it deleted this one before.
+			// Only while this one is still there is its successor missing.
+			if still, ok, err := q.firstCycleFrom(beforeNum); err != nil {
+				return lost, err
+			} else if ok && still == beforeNum {
+				problem("cycle %s: sealed, but no file follows it (it names cycle %d)", q.cycleName(beforeNum), int64(before.next)-1)
+			}
 		}
 	}
 	if len(problems) > 0 {
