@@ -425,3 +425,46 @@ func benchTwoProcesses(b *testing.B, mode string) {
 // Process start-up is inside the timing: use -benchtime of a few million.
 func BenchmarkTwoProcessesHandleAdd(b *testing.B) { benchTwoProcesses(b, "handle") }
 func BenchmarkTwoProcessesUpdate(b *testing.B)    { benchTwoProcesses(b, "update") }
+
+// Entry checksums on and off (ChecksumEntries): a map of 100,000 entries
+// of 16-byte keys and 8- or 64-byte values, Put of an existing key (the
+// checksum rewritten through the redo record) and Get (unchanged).
+func benchChecksums(b *testing.B, sums bool, valueSize int, get bool) {
+	const n = 100_000
+	m, err := Open(filepath.Join(b.TempDir(), "sums.map"), Options{Entries: n, AverageKeySize: 16,
+		AverageValueSize: valueSize, ChecksumEntries: sums})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	keys := make([][]byte, n)
+	v := make([]byte, valueSize)
+	for i := range keys {
+		keys[i] = benchKey(i)
+		if err := m.Put(keys[i], v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	buf := make([]byte, 0, valueSize)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := keys[(i*7919)%n]
+		if get {
+			buf, err = m.AppendValue(buf[:0], k)
+		} else {
+			v[0] = byte(i)
+			err = m.Put(k, v)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkChecksumsOffPut8(b *testing.B)  { benchChecksums(b, false, 8, false) }
+func BenchmarkChecksumsOnPut8(b *testing.B)   { benchChecksums(b, true, 8, false) }
+func BenchmarkChecksumsOffPut64(b *testing.B) { benchChecksums(b, false, 64, false) }
+func BenchmarkChecksumsOnPut64(b *testing.B)  { benchChecksums(b, true, 64, false) }
+func BenchmarkChecksumsOffGet64(b *testing.B) { benchChecksums(b, false, 64, true) }
+func BenchmarkChecksumsOnGet64(b *testing.B)  { benchChecksums(b, true, 64, true) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,5 +60,28 @@ func TestCreateErrors(t *testing.T) {
 	fails(t, 2, "already exists", "create", path, "--entries", "10", "--avg-key", "4", "--avg-value", "4")
 	if b, _ := os.ReadFile(path); string(b) != "precious" {
 		t.Fatal("create overwrote an existing file")
+	}
+}
+
+// TestCreateChecksums: --checksums makes a map whose entries carry a
+// checksum; stat says so, and copy keeps it.
+func TestCreateChecksums(t *testing.T) {
+	path := newMap(t, 100, 8, 8, "--checksums")
+	ok(t, "put", path, "k", "v")
+	var st statJSON
+	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", path)), &st); err != nil || !st.ChecksumEntries {
+		t.Fatalf("stat --json: checksum_entries %v, %v", st.ChecksumEntries, err)
+	}
+	if out := ok(t, "stat", path); !strings.Contains(out, "entries checksummed") {
+		t.Errorf("stat does not say the entries are checksummed:\n%s", out)
+	}
+	dst := filepath.Join(t.TempDir(), "copy.map")
+	ok(t, "copy", path, dst)
+	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", dst)), &st); err != nil || !st.ChecksumEntries {
+		t.Fatalf("the copy lost its checksums: %v, %v", st.ChecksumEntries, err)
+	}
+	plain := newMap(t, 100, 8, 8)
+	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", plain)), &st); err != nil || st.ChecksumEntries {
+		t.Fatalf("a map made without --checksums: %v, %v", st.ChecksumEntries, err)
 	}
 }

@@ -72,6 +72,7 @@ type layout struct {
 	avgKey, avgValue           int
 	maxKey, maxValue, segments int
 	maxFileSize                int64
+	checksums                  bool
 	mode                       octalMode
 }
 
@@ -97,6 +98,7 @@ func (l *layout) define(fs *flag.FlagSet) {
 	fs.IntVar(&l.maxValue, "max-value", 0, "`BYTES` of the largest value (default max(8 x avg-value, 256))")
 	fs.IntVar(&l.segments, "segments", 0, "`N` independently locked segments (default: about one per 1024 entries, at least 16)")
 	fs.Int64Var(&l.maxFileSize, "max-file-size", 0, "the file grows to at most `BYTES` (rounded down to a multiple of 65536, at least the starting size; default max(64 GiB, 4 x the starting size)); the map is full there")
+	fs.BoolVar(&l.checksums, "checksums", false, "keep a checksum in every entry, which verify and recover use to find entries a power cut tore")
 	l.mode = 0o600
 	fs.Var(&l.mode, "mode", "permission `BITS` of the new file, in octal")
 }
@@ -132,6 +134,7 @@ func (l *layout) options() offmap.Options {
 		MaxValueSize:     l.maxValue,
 		Segments:         l.segments,
 		MaxFileSize:      l.maxFileSize,
+		ChecksumEntries:  l.checksums,
 		FileMode:         os.FileMode(l.mode),
 	}
 }
@@ -159,6 +162,7 @@ func (l *layout) fill(from layout) {
 	if l.maxFileSize == 0 {
 		l.maxFileSize = from.maxFileSize
 	}
+	l.checksums = l.checksums || from.checksums
 }
 
 // layoutOf returns the layout of an open map.
@@ -171,6 +175,7 @@ func layoutOf(st offmap.Stats) layout {
 		maxValue:    st.MaxValueSize,
 		segments:    st.Segments,
 		maxFileSize: st.MaxFileSize,
+		checksums:   st.ChecksumEntries,
 	}
 }
 

@@ -60,6 +60,7 @@ type statJSON struct {
 	TablesGrown      int           `json:"tables_grown"`
 	ExtentsAdded     int           `json:"extents_added"`
 	UnusedBytes      int64         `json:"unused_bytes"` // growth no segment uses: offmap copy reclaims it
+	ChecksumEntries  bool          `json:"checksum_entries"`
 	PerSegment       []segmentJSON `json:"segments"`
 }
 
@@ -114,6 +115,7 @@ func statOf(st offmap.Stats) statJSON {
 		ChunkSize: st.ChunkSize, ChunksPerSegment: st.ChunksPerSegment,
 		EntrySpace: st.EntrySpace, BytesUsed: st.BytesUsed,
 		TablesGrown: st.TablesGrown, ExtentsAdded: st.ExtentsAdded, UnusedBytes: st.UnusedBytes,
+		ChecksumEntries: st.ChecksumEntries,
 	}
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
@@ -146,7 +148,11 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 	}
 	sized := func(n int64) string { return fmt.Sprintf("%d bytes (%s)", n, humanBytes(n)) }
 	fmt.Fprintf(w, "file           %s\n", st.Path)
-	fmt.Fprintf(w, "format         version %d, created %s\n", st.FormatVersion, st.Created.Format(time.RFC3339))
+	sums := ""
+	if st.ChecksumEntries {
+		sums = ", entries checksummed"
+	}
+	fmt.Fprintf(w, "format         version %d, created %s%s\n", st.FormatVersion, st.Created.Format(time.RFC3339), sums)
 	fmt.Fprintf(w, "file size      %s now, %s when created, at most %s\n",
 		sized(st.FileSize), humanBytes(st.StartFileSize), humanBytes(st.MaxFileSize))
 	growth := fmt.Sprintf("%d slot tables grown, %d extents added", st.TablesGrown, st.ExtentsAdded)

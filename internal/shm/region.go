@@ -100,17 +100,27 @@ func (r *Region) Sync() error {
 	return unix.Msync(r.Bytes(), unix.MS_SYNC)
 }
 
-// Release detaches the mapped prefix from the file but keeps the whole
-// range reserved, the prefix filled with private zero pages (as
-// Mapping.Release does): a stale pointer into it reads zeros and writes
-// nowhere instead of faulting. The range is never reused.
+// Release detaches the mapped prefix from the file but keeps its
+// addresses, filled with private zero pages (as Mapping.Release does): a
+// stale pointer into it reads zeros and writes nowhere instead of
+// faulting, and the addresses are never reused. The reserved rest, where
+// no pointer can point, is given back, so that a process that opens and
+// closes many regions does not run out of address space.
 func (r *Region) Release() error {
-	if r.base == nil || r.mapped == 0 {
+	if r.base == nil {
 		return nil
 	}
-	_, err := unix.MmapPtr(-1, 0, r.base, uintptr(r.mapped), unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE)
-	r.mapped = 0
+	var err error
+	if r.mapped > 0 {
+		_, err = unix.MmapPtr(-1, 0, r.base, uintptr(r.mapped), unix.PROT_READ|unix.PROT_WRITE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE)
+	}
+	if r.reserved > r.mapped {
+		if uerr := unix.MunmapPtr(unsafe.Add(r.base, r.mapped), uintptr(r.reserved-r.mapped)); err == nil {
+			err = uerr
+		}
+	}
+	r.reserved, r.mapped = r.mapped, 0
 	return err
 }
 
