@@ -57,13 +57,17 @@ func runHelper(role, dir, args string) int {
 	switch role {
 	case "append": // writer id, count[, 1: no end marker]: then an end marker (count = -1)
 		buf := make([]byte, 16)
-		if len(a) > 2 && a[2] == 1 {
-			fmt.Println("appending") // a victim: the test kills it from now on
+		victim := len(a) > 2 && a[2] == 1
+		if victim {
+			fmt.Println("started") // the test may kill it from now on
 		}
 		for i := 0; i < a[1]; i++ {
 			if _, err := q.Append(writerMsg(buf, a[0], i)); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
+			}
+			if victim && i == 0 {
+				fmt.Println("appending")
 			}
 		}
 		if len(a) < 3 || a[2] != 1 {
@@ -326,7 +330,14 @@ func TestKillRun(t *testing.T) {
 					errs <- err
 					return
 				}
-				bufio.NewReader(out).ReadString('\n') // "appending", or EOF if it died
+				// Every other victim dies after its first message, so that on
+				// a slow machine not every kill lands before any (which
+				// would test nothing); the others at any instant after Open.
+				r := bufio.NewReader(out)
+				r.ReadString('\n') // "started", or EOF if it died
+				if k%2 == 1 {
+					r.ReadString('\n') // "appending"
+				}
 				time.Sleep(time.Duration(rng.IntN(25000)) * time.Microsecond)
 				cmd.Process.Signal(syscall.SIGKILL)
 				if err := cmd.Wait(); err != nil && !strings.Contains(err.Error(), "killed") {
