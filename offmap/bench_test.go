@@ -430,9 +430,15 @@ func BenchmarkTwoProcessesUpdate(b *testing.B)    { benchTwoProcesses(b, "update
 // of 16-byte keys and 8- or 64-byte values, Put of an existing key (the
 // checksum rewritten through the redo record) and Get (unchanged).
 func benchChecksums(b *testing.B, sums bool, valueSize int, get bool) {
+	benchEntryOptions(b, Options{ChecksumEntries: sums}, valueSize, get)
+}
+
+// benchEntryOptions is Put or Get on a map of 100,000 entries made with
+// the entry options of opts.
+func benchEntryOptions(b *testing.B, opts Options, valueSize int, get bool) {
 	const n = 100_000
-	m, err := Open(filepath.Join(b.TempDir(), "sums.map"), Options{Entries: n, AverageKeySize: 16,
-		AverageValueSize: valueSize, ChecksumEntries: sums})
+	opts.Entries, opts.AverageKeySize, opts.AverageValueSize = n, 16, valueSize
+	m, err := Open(filepath.Join(b.TempDir(), "entries.map"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -468,3 +474,9 @@ func BenchmarkChecksumsOffPut64(b *testing.B) { benchChecksums(b, false, 64, fal
 func BenchmarkChecksumsOnPut64(b *testing.B)  { benchChecksums(b, true, 64, false) }
 func BenchmarkChecksumsOffGet64(b *testing.B) { benchChecksums(b, false, 64, true) }
 func BenchmarkChecksumsOnGet64(b *testing.B)  { benchChecksums(b, true, 64, true) }
+
+// Expiry on and off: Get reads the clock when it finds a key.
+func BenchmarkExpiryOffGet8(b *testing.B) { benchEntryOptions(b, Options{}, 8, true) }
+func BenchmarkExpiryOnGet8(b *testing.B)  { benchEntryOptions(b, Options{TTL: time.Hour}, 8, true) }
+func BenchmarkExpiryOffPut8(b *testing.B) { benchEntryOptions(b, Options{}, 8, false) }
+func BenchmarkExpiryOnPut8(b *testing.B)  { benchEntryOptions(b, Options{TTL: time.Hour}, 8, false) }

@@ -143,7 +143,7 @@ func wordOf(v []byte) uint64 {
 // lookupLocked is find for a writer holding s's lock: a key not found
 // where the lookup met bytes out of bounds is damage, reported as such.
 func (m *Map) lookupLocked(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e entry, found bool, err error) {
-	pos, w, e, found, bad := m.find(s, key, h)
+	pos, w, e, found, bad := m.findLive(s, key, h)
 	if !found && bad {
 		err = m.corrupt(s, "a lookup met an entry outside the segment")
 	}

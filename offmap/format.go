@@ -46,9 +46,12 @@ import (
 //	112     8  ScratchOff (in a segment)    120  8  AreaOff (in a segment)
 //	128     8  creation time, Unix nanoseconds
 //	136     8  MaxFileSize: the file never grows past it
-//	144     4  entry flags: bit 0, entries carry a checksum (below); a
-//	           reader refuses a file with a flag it does not know
-//	148   100  reserved, zero
+//	144     4  entry flags: bit 0, entries carry a checksum; bit 1, entries
+//	           carry an expiry time (below); a reader refuses a file with
+//	           a flag it does not know
+//	148     4  reserved, zero
+//	152     8  TTL: entries' default time to live in nanoseconds, 0 = none
+//	160    88  reserved, zero
 //	248     8  checksum: xxhash64 of bytes [0, 248)
 //	256     8  AllocEnd: end of the space claimed so far (CAS by growers)
 //	264     8  slot tables grown (count, informational)
@@ -62,7 +65,7 @@ const (
 	magic             = "OFFMAP\x00\x00"
 	checksumOff       = 248
 	headerSize        = 4096
-	headerReservedOff = 148 // [148, 248) and [280, 4096) are reserved, zero
+	headerReservedOff = 160 // [148, 152), [160, 248) and [280, 4096) are reserved, zero
 	growthWordsOff    = 256
 	growthWordsEnd    = 280
 	segmentHeaderSize = 256
@@ -98,20 +101,27 @@ type header struct {
 	Created          int64
 	MaxFileSize      uint64
 	EntryFlags       uint32
+	TTL              int64
 }
 
 // Entry flags (header offset 144).
 const (
-	flagChecksums = 1 << 0 // entries end with a checksum trailer
-	knownFlags    = flagChecksums
+	flagChecksums = 1 << 0 // entries' trailers hold a checksum
+	flagExpiry    = 1 << 1 // entries' trailers hold an expiry time
+	knownFlags    = flagChecksums | flagExpiry
 )
 
-// trailer is the size of the bytes after an entry's value.
+// trailer is the size of the bytes after an entry's value: 8 for its
+// checksum, then 8 for its expiry time, each where the flags say.
 func (h *header) trailer() int {
+	n := 0
 	if h.EntryFlags&flagChecksums != 0 {
-		return trailerSize
+		n += 8
 	}
-	return 0
+	if h.EntryFlags&flagExpiry != 0 {
+		n += 8
+	}
+	return n
 }
 
 func (h *header) encode() []byte {
@@ -141,6 +151,7 @@ func (h *header) encode() []byte {
 	le.PutUint64(b[128:], uint64(h.Created))
 	le.PutUint64(b[136:], h.MaxFileSize)
 	le.PutUint32(b[144:], h.EntryFlags)
+	le.PutUint64(b[152:], uint64(h.TTL))
 	le.PutUint64(b[checksumOff:], xxhash.Sum64(b[:checksumOff]))
 	le.PutUint64(b[growthWordsOff:], h.FileSize) // AllocEnd: nothing claimed yet
 	return b
@@ -182,6 +193,7 @@ func decodeHeader(b []byte, fileSize int64) (*header, error) {
 	h.Created = int64(le.Uint64(b[128:]))
 	h.MaxFileSize = le.Uint64(b[136:])
 	h.EntryFlags = le.Uint32(b[144:])
+	h.TTL = int64(le.Uint64(b[152:]))
 	if h.EntryFlags&^knownFlags != 0 {
 		return nil, fmt.Errorf("%w: the file's entries use features this version does not know (flags %#x)", ErrVersion, h.EntryFlags)
 	}
@@ -205,6 +217,8 @@ func (h *header) validate() error {
 	switch {
 	case h.HeaderSize != headerSize:
 		return fmt.Errorf("header size %d", h.HeaderSize)
+	case h.TTL < 0 || h.TTL != 0 && h.EntryFlags&flagExpiry == 0:
+		return fmt.Errorf("time to live %d with entry flags %#x", h.TTL, h.EntryFlags)
 	case h.FileSize > maxFileSize || h.FileSize%fileAlign != 0:
 		return fmt.Errorf("file size %d", h.FileSize)
 	case h.MaxFileSize < h.FileSize || h.MaxFileSize > maxFileSize || h.MaxFileSize%fileAlign != 0:
@@ -381,6 +395,8 @@ func homeIn(w uint64, n int) uint32 {
 //	  .  pad8(valueLen) value, 8-byte aligned, zero padded
 //	  .  8              with flag 0 (checksums) only: uint32 checksum,
 //	                    uint32 zero
+//	  .  8              with flag 1 (expiry) only: int64 expiry time, Unix
+//	                    nanoseconds; 0 = never
 //
 // The checksum is the low 32 bits of xxhash64 (seed 0) of the key's bytes
 // followed by the value's. Entries that value handles pin carry none that
@@ -392,8 +408,6 @@ func homeIn(w uint64, n int) uint32 {
 func entryBytes(keyLen, valLen, trailer int) int {
 	return entryHeaderSize + shm.Pad8(keyLen) + shm.Pad8(valLen) + trailer
 }
-
-const trailerSize = 8
 
 // entrySum is an entry's checksum.
 func entrySum(key, value []byte) uint32 {

@@ -33,7 +33,7 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 	var value []byte
 	err := m.withKey(key, func(sv segment, h keyHash) error {
 		s := &sv
-		pos, w, e, found, bad := m.find(s, key, h)
+		pos, w, e, found, bad := m.findLive(s, key, h)
 		switch {
 		case found && e.valLen != size:
 			return fmt.Errorf("%w: the key holds a %d-byte value; an %s handle needs %d bytes", ErrValueSize, e.valLen, kind, size)

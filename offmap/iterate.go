@@ -61,6 +61,10 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 		}
 		buf, spans = buf[:0], spans[:0]
 		bad := !m.loadTable(s)
+		var t int64
+		if m.expiring {
+			t = now()
+		}
 		for i := range s.slots {
 			w := s.slots[i].Load()
 			if w == 0 || w&slotDetached != 0 {
@@ -69,6 +73,9 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 			e, ok := m.entryAt(s, slotChunk(w))
 			if !ok {
 				bad = true
+				continue
+			}
+			if m.expiring && expiredAt(s.mem, m.expOff(e), t) {
 				continue
 			}
 			k := len(buf)

@@ -39,8 +39,11 @@ type Map struct {
 	// the segment lock serialises its users.
 	bufs       [][]byte
 	chunkShift uint
-	extBits    int // B: 2^B is the first chunk of extent 1
-	trailer    int // bytes after each entry's value: its checksum, or none
+	extBits    int  // B: 2^B is the first chunk of extent 1
+	trailer    int  // bytes after each entry's value: checksum, expiry time
+	sums       bool // entries carry a checksum
+	expiring   bool // entries carry an expiry time
+	ttl        int64
 	area0Len   int // bytes of extent 0
 	readOnly   bool
 	self       shm.Token
@@ -144,6 +147,9 @@ func newMap(path string, h header, mem []byte, readOnly bool, opts Options) *Map
 		chunkShift: uint(bits.TrailingZeros32(h.ChunkSize)),
 		extBits:    bits.Len64(h.ChunksPerSegment - 1),
 		trailer:    h.trailer(),
+		sums:       h.EntryFlags&flagChecksums != 0,
+		expiring:   h.EntryFlags&flagExpiry != 0,
+		ttl:        h.TTL,
 		readOnly:   readOnly,
 		self:       shm.Self(),
 		timeout:    opts.lockTimeout(),
@@ -252,6 +258,7 @@ func (m *Map) withKey(key []byte, f func(s segment, h keyHash) error) error {
 		return err
 	}
 	defer s.hdr.lock.Unlock() // also when f panics (Update's function)
+	s.expires = m.defaultExpiry()
 	return f(s, h)
 }
 

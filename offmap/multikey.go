@@ -56,12 +56,16 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 			segs[i].hdr.lock.Unlock()
 		}
 	}()
+	expires := m.defaultExpiry()
+	for i := range segs {
+		segs[i].expires = expires
+	}
 
 	vals := make([][]byte, len(keys))
 	found := make([]bool, len(keys))
 	for i, k := range keys {
 		s := segOf(segs, hashes[i].seg)
-		_, w, e, ok, bad := m.find(s, k, hashes[i])
+		_, w, e, ok, bad := m.findLive(s, k, hashes[i])
 		switch {
 		case ok && w&slotPinned != 0:
 			return fmt.Errorf("%w: UpdateKeys: %q", ErrPinned, k)
@@ -202,7 +206,7 @@ func (m *Map) viewOnce(keys [][]byte, hashes []keyHash, segs []segment, quiescen
 		if bad && !ok {
 			return slices.IndexFunc(segs, func(x segment) bool { return x.idx == s.idx })
 		}
-		if !ok {
+		if !ok || m.expired(s, e) {
 			continue
 		}
 		if quiescent[slices.IndexFunc(segs, func(x segment) bool { return x.idx == s.idx })] &&

@@ -33,7 +33,8 @@ func (m *Map) Has(key []byte) (bool, error) {
 	return found, err
 }
 
-// Len returns the number of entries.
+// Len returns the number of entries (in a map whose entries expire, also
+// those that expired and are not yet reclaimed: Sweep reclaims them).
 func (m *Map) Len() int {
 	if m.closed.Load() {
 		return 0
@@ -73,7 +74,7 @@ func (m *Map) Put(key, value []byte) error {
 }
 
 func (m *Map) putLocked(s *segment, key, value []byte, h keyHash) error {
-	pos, w, e, found, bad := m.find(s, key, h)
+	pos, w, e, found, bad := m.findLive(s, key, h)
 	switch {
 	case found:
 		return m.updateLocked(s, pos, w, e, value)
@@ -132,15 +133,22 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 	switch {
 	case len(value) == 0 && e.valLen == 0:
 		// Nothing to write: an empty value has no value word.
+		m.writeExpiry(s, e)
 	case len(value) == e.valLen && len(value) <= 8 && (m.trailer == 0 || w&slotPinned != 0):
 		// One aligned word: a single atomic store is all or nothing. (With
 		// checksums, value and checksum are two stores: the redo record
 		// below keeps them together, unless handles pin the value.)
 		beginChange(s)
 		storeSmall(s.mem[e.valOff():], value)
+		m.writeExpiry(s, e)
 		endChange(s)
 	case newN <= oldN:
 		m.redoInPlace(s, c, e, value, oldN-newN)
+		if m.expiring {
+			beginChange(s)
+			m.writeExpiry(s, entry{off: e.off, keyLen: e.keyLen, valLen: len(value)})
+			endChange(s)
+		}
 	default:
 		beginChange(s) // before the allocation, as in insertLocked
 		nc, err := m.allocOrGrow(s, newN)
@@ -155,6 +163,7 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 		shm.Store(s.mem[ne.keyOff():], s.mem[e.keyOff():e.keyOff()+e.keyLen])
 		shm.Store(s.mem[ne.valOff():], value)
 		m.writeSum(s, ne, s.mem[ne.keyOff():ne.keyOff()+e.keyLen], value)
+		m.writeExpiry(s, ne)
 		crash("relocate.entry")
 		s.slots[pos].Store(w&^slotChunkMask | uint64(nc))
 		crash("relocate.slot")

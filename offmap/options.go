@@ -41,6 +41,16 @@ type Options struct {
 	// atomic store; Get is unchanged. Values that handles (AcquireInt64 and
 	// the others) point into are not checked. Only at creation.
 	ChecksumEntries bool
+	// TTL is how long an entry lives after each write that stores its
+	// value (Put, Update and the others; PutTTL gives its own). An expired
+	// entry is never returned; its space is reclaimed when a writer meets
+	// it and by Sweep, which any process may run. Zero: entries live until
+	// deleted. Only at creation, like Expiring.
+	TTL time.Duration
+	// Expiring lets entries expire (PutTTL, PutExpiring) in a map with no
+	// TTL. Every entry then keeps an expiry time, and Get reads the clock
+	// (about 20 ns) when it finds a key. Implied by TTL.
+	Expiring bool
 
 	// ReadOnly maps the file read-only. A file this process may not
 	// write is opened read-only even without it. Writes return ErrReadOnly.
@@ -128,10 +138,16 @@ func plan(o Options, seed uint64) (header, error) {
 	}
 
 	var flags uint32
-	trailer := 0
 	if o.ChecksumEntries {
-		flags, trailer = flagChecksums, trailerSize
+		flags |= flagChecksums
 	}
+	switch {
+	case o.TTL < 0:
+		return h, invalid("TTL must not be negative (got %v)", o.TTL)
+	case o.TTL > 0 || o.Expiring:
+		flags |= flagExpiry
+	}
+	trailer := (&header{EntryFlags: flags}).trailer()
 	avgEntry := entryBytes(o.AverageKeySize, o.AverageValueSize, trailer)
 	// Chunks of a power of two such that an average entry spans 4-8 of
 	// them: small enough to waste little, large enough for a small bitmap.
@@ -213,6 +229,7 @@ func plan(o Options, seed uint64) (header, error) {
 		Created:          time.Now().UnixNano(),
 		MaxFileSize:      uint64(limit),
 		EntryFlags:       flags,
+		TTL:              int64(o.TTL),
 	}
 	return h, nil
 }
@@ -225,6 +242,12 @@ func (o Options) checkAgainst(h *header) error {
 	}
 	if o.ChecksumEntries && h.EntryFlags&flagChecksums == 0 {
 		return fmt.Errorf("%w: ChecksumEntries is set in the options but the file's entries have no checksums", ErrOptionsMismatch)
+	}
+	if (o.Expiring || o.TTL != 0) && h.EntryFlags&flagExpiry == 0 {
+		return fmt.Errorf("%w: the options let entries expire but the file's entries cannot", ErrOptionsMismatch)
+	}
+	if o.TTL != 0 && int64(o.TTL) != h.TTL {
+		return fmt.Errorf("%w: TTL is %v in the options but %v in the file", ErrOptionsMismatch, o.TTL, time.Duration(h.TTL))
 	}
 	for _, p := range []pair{
 		{"Entries", int64(o.Entries), int64(h.Entries)},

@@ -81,6 +81,14 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 		if m.tableFits(slots, n, len(mem), base) {
 			sh := shm.Overlay[segmentHeader](m.mem, seg)
 			off, vn, found, bad := m.probe(mem, sh, base, slots, n, key, h)
+			if found && m.expiring {
+				// The expiry word follows the value (and the checksum).
+				x := off + shm.Pad8(vn)
+				if m.sums {
+					x += 8
+				}
+				found = !expiredAt(mem, x, now())
+			}
 			if !bad {
 				out := dst
 				if found && wantValue {
@@ -173,6 +181,9 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 		}
 		m.loadTable(s)
 		_, w, e, found, bad := m.find(s, key, h)
+		if found && m.expired(s, e) {
+			found = false
+		}
 		out := dst[:base]
 		if found && wantValue {
 			if quiescent && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {

@@ -53,6 +53,9 @@ type segment struct {
 	// inTx: a multi-key update holds the version odd for all of its
 	// changes; the single changes inside it leave the version alone.
 	inTx bool
+	// expires is the expiry time this operation's writes give entries
+	// (Unix nanoseconds, 0 = never), where entries have one.
+	expires int64
 }
 
 func (m *Map) segment(i uint32) segment {
@@ -187,6 +190,14 @@ func (e entry) keyOff() int { return e.off + entryHeaderSize }
 func (e entry) valOff() int { return e.off + entryHeaderSize + shm.Pad8(e.keyLen) }
 func (e entry) sumOff() int { return e.valOff() + shm.Pad8(e.valLen) }
 
+// expOff is the offset of e's expiry time (where entries have one).
+func (m *Map) expOff(e entry) int {
+	if m.sums {
+		return e.sumOff() + 8
+	}
+	return e.sumOff()
+}
+
 // entryAt reads the entry at chunk c. It returns ok=false when anything in
 // it lies outside its extent or over the map's limits: a torn read of a
 // concurrent change, or a damaged file.
@@ -258,20 +269,29 @@ func (m *Map) writeEntry(s *segment, c uint32, key, value []byte) entry {
 	shm.Store(s.mem[e.keyOff():], key)
 	shm.Store(s.mem[e.valOff():], value)
 	m.writeSum(s, e, key, value)
+	m.writeExpiry(s, e)
 	return e
 }
 
 // writeSum stores e's checksum, of key and value, where entries have one.
 func (m *Map) writeSum(s *segment, e entry, key, value []byte) {
-	if m.trailer != 0 {
+	if m.sums {
 		shm.U64(s.mem, e.sumOff()).Store(uint64(entrySum(key, value)))
+	}
+}
+
+// writeExpiry stores the operation's expiry time in e, where entries
+// have one: each write that stores a value restarts its time to live.
+func (m *Map) writeExpiry(s *segment, e entry) {
+	if m.expiring {
+		shm.U64(s.mem, m.expOff(e)).Store(uint64(s.expires))
 	}
 }
 
 // sumHolds reports whether e's checksum matches its key and value (true
 // where entries have none).
 func (m *Map) sumHolds(s *segment, e entry) bool {
-	if m.trailer == 0 {
+	if !m.sums {
 		return true
 	}
 	key := s.mem[e.keyOff() : e.keyOff()+e.keyLen]

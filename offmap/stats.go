@@ -37,8 +37,14 @@ type Stats struct {
 	UnusedBytes int64
 	// ChecksumEntries: entries carry a checksum that Check verifies.
 	ChecksumEntries bool
-	ReadOnly        bool
-	PerSegment      []SegmentStats
+	// Expiring: entries may expire (TTL is the default time to live);
+	// Expired counts those that have and await reclaiming (Sweep). Len
+	// counts them too.
+	Expiring   bool
+	TTL        time.Duration
+	Expired    int
+	ReadOnly   bool
+	PerSegment []SegmentStats
 }
 
 // SegmentStats describes one segment.
@@ -77,7 +83,9 @@ func (m *Map) Stats() Stats {
 		ChunkSize:        int(h.ChunkSize),
 		ChunksPerSegment: int(h.ChunksPerSegment),
 		ReadOnly:         m.readOnly,
-		ChecksumEntries:  m.trailer != 0,
+		ChecksumEntries:  m.sums,
+		Expiring:         m.expiring,
+		TTL:              time.Duration(m.ttl),
 	}
 	if m.closed.Load() {
 		return st
@@ -118,6 +126,9 @@ func (m *Map) Stats() Stats {
 		st.Len += ss.Entries
 		st.Detached += ss.Detached
 		st.BytesUsed += ss.BytesUsed
+		if m.expiring {
+			st.Expired += m.expiredCount(&s, now())
+		}
 		st.EntrySpace += ss.EntrySpace
 	}
 	st.UnusedBytes = max(0, st.UnusedBytes)

@@ -39,7 +39,7 @@ func (m *Map) Update(key []byte, fn func(value []byte, found bool) ([]byte, Op))
 }
 
 func (m *Map) updateKeyLocked(s *segment, h keyHash, key []byte, fn func([]byte, bool) ([]byte, Op)) error {
-	pos, w, e, found, bad := m.find(s, key, h)
+	pos, w, e, found, bad := m.findLive(s, key, h)
 	if !found && bad {
 		return m.corrupt(s, "a lookup met an entry outside the segment")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,5 +84,26 @@ func TestCreateChecksums(t *testing.T) {
 	plain := newMap(t, 100, 8, 8)
 	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", plain)), &st); err != nil || st.ChecksumEntries {
 		t.Fatalf("a map made without --checksums: %v, %v", st.ChecksumEntries, err)
+	}
+}
+
+// TestTTLAndSweep: a map made with --ttl: stat counts the entries whose
+// time has passed, and sweep deletes them.
+func TestTTLAndSweep(t *testing.T) {
+	path := newMap(t, 100, 8, 8, "--ttl", "1ns")
+	for i := range 5 {
+		ok(t, "put", path, fmt.Sprint("k", i), "v")
+	}
+	// Each entry expired a nanosecond after it was written.
+	var st statJSON
+	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", path)), &st); err != nil || !st.Expiring || st.TTL != 1 || st.Expired != 5 {
+		t.Fatalf("stat --json: %+v, %v", st, err)
+	}
+	if out := ok(t, "stat", path); !strings.Contains(out, "5 entries expired, awaiting 'offmap sweep'") {
+		t.Errorf("stat:\n%s", out)
+	}
+	fails(t, 1, "not found", "get", path, "k1")
+	if out := ok(t, "sweep", path); !strings.Contains(out, "5 expired entries deleted, 0 entries left") {
+		t.Errorf("sweep: %q", out)
 	}
 }

@@ -46,7 +46,7 @@ type command struct {
 // commands lists the verbs in the order "offmap help" shows them.
 var commands = []*command{
 	&createCommand, &statCommand, &getCommand, &putCommand, &delCommand, &incrCommand,
-	&dumpCommand, &loadCommand, &verifyCommand, &recoverCommand, &copyCommand, &upgradeCommand,
+	&dumpCommand, &loadCommand, &verifyCommand, &recoverCommand, &copyCommand, &upgradeCommand, &sweepCommand,
 }
 
 // Exit statuses: the same for both tools (internal/cliargs).

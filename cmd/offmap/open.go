@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/offmap/offmap/offmap"
 )
@@ -73,6 +74,8 @@ type layout struct {
 	maxKey, maxValue, segments int
 	maxFileSize                int64
 	checksums                  bool
+	ttl                        time.Duration
+	expiring                   bool
 	mode                       octalMode
 }
 
@@ -99,6 +102,8 @@ func (l *layout) define(fs *flag.FlagSet) {
 	fs.IntVar(&l.segments, "segments", 0, "`N` independently locked segments (default: about one per 1024 entries, at least 16)")
 	fs.Int64Var(&l.maxFileSize, "max-file-size", 0, "the file grows to at most `BYTES` (rounded down to a multiple of 65536, at least the starting size; default max(64 GiB, 4 x the starting size)); the map is full there")
 	fs.BoolVar(&l.checksums, "checksums", false, "keep a checksum in every entry, which verify and recover use to find entries a power cut tore")
+	fs.DurationVar(&l.ttl, "ttl", 0, "entries expire `DURATION` after each write (e.g. 30m); 'offmap sweep' reclaims them")
+	fs.BoolVar(&l.expiring, "expiring", false, "entries may expire (a time to live per write through the library), with no default --ttl")
 	l.mode = 0o600
 	fs.Var(&l.mode, "mode", "permission `BITS` of the new file, in octal")
 }
@@ -135,6 +140,8 @@ func (l *layout) options() offmap.Options {
 		Segments:         l.segments,
 		MaxFileSize:      l.maxFileSize,
 		ChecksumEntries:  l.checksums,
+		TTL:              l.ttl,
+		Expiring:         l.expiring,
 		FileMode:         os.FileMode(l.mode),
 	}
 }
@@ -163,6 +170,10 @@ func (l *layout) fill(from layout) {
 		l.maxFileSize = from.maxFileSize
 	}
 	l.checksums = l.checksums || from.checksums
+	l.expiring = l.expiring || from.expiring
+	if l.ttl == 0 {
+		l.ttl = from.ttl
+	}
 }
 
 // layoutOf returns the layout of an open map.
@@ -176,6 +187,8 @@ func layoutOf(st offmap.Stats) layout {
 		segments:    st.Segments,
 		maxFileSize: st.MaxFileSize,
 		checksums:   st.ChecksumEntries,
+		ttl:         st.TTL,
+		expiring:    st.Expiring,
 	}
 }
 

@@ -61,6 +61,9 @@ type statJSON struct {
 	ExtentsAdded     int           `json:"extents_added"`
 	UnusedBytes      int64         `json:"unused_bytes"` // growth no segment uses: offmap copy reclaims it
 	ChecksumEntries  bool          `json:"checksum_entries"`
+	Expiring         bool          `json:"expiring"`
+	TTL              time.Duration `json:"ttl_ns"`
+	Expired          int           `json:"expired"` // expired entries that 'offmap sweep' would delete
 	PerSegment       []segmentJSON `json:"segments"`
 }
 
@@ -116,6 +119,7 @@ func statOf(st offmap.Stats) statJSON {
 		EntrySpace: st.EntrySpace, BytesUsed: st.BytesUsed,
 		TablesGrown: st.TablesGrown, ExtentsAdded: st.ExtentsAdded, UnusedBytes: st.UnusedBytes,
 		ChecksumEntries: st.ChecksumEntries,
+		Expiring:        st.Expiring, TTL: st.TTL, Expired: st.Expired,
 	}
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
@@ -160,6 +164,13 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 		growth += fmt.Sprintf(", %s unused ('offmap copy' reclaims it)", sized(st.UnusedBytes))
 	}
 	fmt.Fprintf(w, "growth         %s\n", growth)
+	if st.Expiring {
+		ttl := "no default time to live"
+		if st.TTL > 0 {
+			ttl = "time to live " + st.TTL.String()
+		}
+		fmt.Fprintf(w, "expiry         %s; %d entries expired, awaiting 'offmap sweep'\n", ttl, st.Expired)
+	}
 	fmt.Fprintf(w, "capacity       %d entries when created (the map grows past them)\n", st.Capacity)
 	fmt.Fprintf(w, "entries        %d (%s of capacity), %d detached\n",
 		st.Entries, pct(float64(st.Entries), float64(st.Capacity)), st.Detached)

@@ -1,0 +1,129 @@
+package offmap
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Expiry (Options.TTL, Options.Expiring): each entry keeps the time it
+// expires at, in Unix nanoseconds of the wall clock, which every process
+// on the machine shares; 0 means never. Readers treat an entry whose time
+// has passed as absent; writers that meet one under the lock delete it
+// first (lazily), and Sweep deletes them all.
+
+// now is the clock expiry is judged by; tests in this package may set it.
+var now = func() int64 { return time.Now().UnixNano() }
+
+// defaultExpiry is the expiry time of an entry written now with the
+// map's TTL.
+func (m *Map) defaultExpiry() int64 {
+	if m.ttl == 0 {
+		return 0
+	}
+	return now() + m.ttl
+}
+
+// expiredAt reports whether the entry whose expiry word is at off in mem
+// has expired by t.
+func expiredAt(mem []byte, off int, t int64) bool {
+	x := int64(shm.U64(mem, off).Load())
+	return x != 0 && x <= t
+}
+
+// expired reports whether e has expired now (never where entries have no
+// expiry time).
+func (m *Map) expired(s *segment, e entry) bool {
+	return m.expiring && expiredAt(s.mem, m.expOff(e), now())
+}
+
+// findLive is find for writers: an entry that has expired is deleted
+// first, and then is absent.
+func (m *Map) findLive(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e entry, found, bad bool) {
+	pos, w, e, found, bad = m.find(s, key, h)
+	if found && m.expired(s, e) {
+		m.deleteLocked(s, pos, w, e)
+		pos, w, e, found, bad = m.find(s, key, h)
+	}
+	return pos, w, e, found, bad
+}
+
+// PutTTL is Put with a time to live of its own: the entry expires ttl
+// after now. The map must let entries expire (Options.TTL or Expiring).
+func (m *Map) PutTTL(key, value []byte, ttl time.Duration) error {
+	return m.PutExpiring(key, value, time.Now().Add(ttl))
+}
+
+// PutExpiring is Put of an entry that expires at the given time (a time
+// in the past stores an entry that no one reads), or never for the zero
+// time. The map must let entries expire (Options.TTL or Expiring).
+func (m *Map) PutExpiring(key, value []byte, at time.Time) error {
+	if !m.expiring {
+		return fmt.Errorf("%w: %s was created without Options.TTL or Options.Expiring: its entries cannot expire", ErrOptionsMismatch, m.path)
+	}
+	if err := m.checkSizes(key, value); err != nil {
+		return err
+	}
+	var x int64
+	if !at.IsZero() {
+		x = max(at.UnixNano(), 1)
+	}
+	return m.withKey(key, func(sv segment, h keyHash) error {
+		s := &sv
+		s.expires = x
+		return m.putLocked(s, key, value, h)
+	})
+}
+
+// Sweep deletes every entry that has expired and returns how many. It
+// takes each segment's lock in turn, as writers do, so any process may
+// run it while others use the map.
+func (m *Map) Sweep() (int, error) {
+	if err := m.enterWrite(); err != nil {
+		return 0, err
+	}
+	defer m.exitWrite()
+	if !m.expiring {
+		return 0, nil
+	}
+	swept := 0
+	for i := range m.hdr.Segments {
+		s := m.segment(i)
+		if err := m.lock(&s); err != nil {
+			return swept, err
+		}
+		t := now()
+		for j := uint32(0); j < uint32(len(s.slots)); {
+			w := s.slots[j].Load()
+			if w == 0 || w&slotDetached != 0 {
+				j++
+				continue
+			}
+			e, ok := m.entryAt(&s, slotChunk(w))
+			if !ok || !expiredAt(s.mem, m.expOff(e), t) {
+				j++
+				continue
+			}
+			m.deleteLocked(&s, j, w, e) // may move a later entry into j: look at j again
+			swept++
+		}
+		s.hdr.lock.Unlock()
+	}
+	return swept, nil
+}
+
+// expiredCount counts the entries of s that have expired by t (Stats).
+func (m *Map) expiredCount(s *segment, t int64) int {
+	n := 0
+	for i := range s.slots {
+		w := s.slots[i].Load()
+		if w == 0 || w&slotDetached != 0 {
+			continue
+		}
+		if e, ok := m.entryAt(s, slotChunk(w)); ok && expiredAt(s.mem, m.expOff(e), t) {
+			n++
+		}
+	}
+	return n
+}

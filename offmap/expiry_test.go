@@ -1,0 +1,201 @@
+package offmap
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// withClock sets the expiry clock to *t for the test.
+func withClock(t *testing.T, clock *int64) {
+	old := now
+	now = func() int64 { return *clock }
+	t.Cleanup(func() { now = old })
+}
+
+// TestExpiry: an entry is returned until its time passes, never after,
+// by every read; a write restarts its time to live; Sweep and writers
+// reclaim expired entries.
+func TestExpiry(t *testing.T) {
+	clock := time.Now().UnixNano()
+	withClock(t, &clock)
+	for _, sums := range []bool{false, true} {
+		t.Run(fmt.Sprint("checksums=", sums), func(t *testing.T) {
+			m := openTest(t, Options{Entries: 1000, AverageKeySize: 11, AverageValueSize: 16, TTL: time.Minute, ChecksumEntries: sums})
+			for i := range 300 {
+				mustPut(t, m, key(i), bigValue(i, growValueSize(i, 16)))
+			}
+			if err := m.PutExpiring([]byte("forever"), []byte("x"), time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			clock += int64(30 * time.Second)
+			for i := range 100 { // refreshed: another minute from now
+				mustPut(t, m, key(i), bigValue(i, 8))
+			}
+			if err := m.Update(key(100), func(v []byte, _ bool) ([]byte, Op) { return v, OpPut }); err != nil {
+				t.Fatal(err)
+			}
+			clock += int64(31 * time.Second) // keys 101-299 expired
+			mustGet(t, m, key(5), string(bigValue(5, 8)))
+			mustGet(t, m, key(100), string(bigValue(100, growValueSize(100, 16))))
+			mustGet(t, m, []byte("forever"), "x")
+			mustMiss(t, m, key(200))
+			if ok, _ := m.Has(key(200)); ok {
+				t.Fatal("Has reports an expired key")
+			}
+			seen := 0
+			m.Range(func(k, v []byte) bool {
+				if i, err := strconv.Atoi(strings.TrimPrefix(string(k), "key-")); err == nil && i > 100 {
+					t.Errorf("Range returned expired %s", k)
+				}
+				seen++
+				return true
+			})
+			if seen != 102 {
+				t.Fatalf("Range saw %d entries, want 102", seen)
+			}
+			m.ViewKeys([][]byte{key(5), key(250)}, func(v [][]byte, found []bool) {
+				if !found[0] || found[1] {
+					t.Errorf("ViewKeys: found %v", found)
+				}
+			})
+			if st := m.Stats(); st.Expired != 199 || st.Len != 301 || !st.Expiring || st.TTL != time.Minute {
+				t.Fatalf("stats: expired %d, len %d, %v %v", st.Expired, st.Len, st.Expiring, st.TTL)
+			}
+			// A writer meeting an expired key reclaims it: Delete says it
+			// was not there, PutIfAbsent stores.
+			if ok, _ := m.Delete(key(101)); ok {
+				t.Fatal("Delete of an expired key reported it present")
+			}
+			if ok, err := m.PutIfAbsent(key(102), []byte("new")); !ok || err != nil {
+				t.Fatalf("PutIfAbsent over an expired key: %v, %v", ok, err)
+			}
+			n, err := m.Sweep()
+			if err != nil || n != 197 {
+				t.Fatalf("Sweep: %d, %v; want 197", n, err)
+			}
+			if st := m.Stats(); st.Expired != 0 || st.Len != 103 {
+				t.Fatalf("after Sweep: expired %d, len %d", st.Expired, st.Len)
+			}
+			if err := m.PutTTL([]byte("brief"), []byte("y"), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Check(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestExpiryOptions: entries expire only in maps made for it.
+func TestExpiryOptions(t *testing.T) {
+	m := openTest(t, small)
+	if err := m.PutTTL([]byte("k"), []byte("v"), time.Second); !errors.Is(err, ErrOptionsMismatch) {
+		t.Fatalf("PutTTL on a map whose entries cannot expire: %v", err)
+	}
+	if _, err := Open(m.Path(), Options{TTL: time.Second}); !errors.Is(err, ErrOptionsMismatch) {
+		t.Fatalf("TTL for a map without expiry: %v", err)
+	}
+	if _, err := openHeap(Options{Entries: 10, AverageKeySize: 4, AverageValueSize: 4, TTL: -1}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("negative TTL: %v", err)
+	}
+	p := tempPath(t)
+	e, err := Open(p, Options{Entries: 10, AverageKeySize: 4, AverageValueSize: 4, Expiring: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Put([]byte("k"), []byte("v")); err != nil { // no TTL: lives until deleted
+		t.Fatal(err)
+	}
+	if err := e.PutTTL([]byte("t"), []byte("v"), -time.Second); err != nil { // already expired
+		t.Fatal(err)
+	}
+	mustGet(t, e, []byte("k"), "v")
+	mustMiss(t, e, []byte("t"))
+	e.Close()
+}
+
+func init() {
+	// expiry-reader prints, for each key on its stdin, "yes" or "no":
+	// whether the map returns it.
+	children["expiry-reader"] = func() error {
+		m, err := Open(os.Getenv("MAP"), Options{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			ok, err := m.Has([]byte(in.Text()))
+			if err != nil {
+				return err
+			}
+			fmt.Println(map[bool]string{true: "yes", false: "no"}[ok])
+		}
+		return nil
+	}
+	// expiry-sweeper sweeps and prints how many it reclaimed.
+	children["expiry-sweeper"] = func() error {
+		m, err := Open(os.Getenv("MAP"), Options{})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		n, err := m.Sweep()
+		fmt.Println(n)
+		return err
+	}
+}
+
+// TestExpiryAcrossProcesses: expiry times are wall-clock times in the
+// file, so another process sees the same entries expired (a read-only
+// one, by reading), and a third process's Sweep reclaims them.
+func TestExpiryAcrossProcesses(t *testing.T) {
+	p := tempPath(t)
+	m, err := Open(p, Options{Entries: 1000, AverageKeySize: 11, AverageValueSize: 16, Expiring: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeChecked(t, m)
+	past, future := time.Now().Add(-time.Second), time.Now().Add(time.Hour)
+	var keys strings.Builder
+	want := map[string]bool{}
+	for i := range 200 {
+		at := future
+		if i%3 == 0 {
+			at = past
+		}
+		if err := m.PutExpiring(key(i), bigValue(i, 16), at); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&keys, "%s\n", key(i))
+		want[string(key(i))] = i%3 != 0
+	}
+	cmd := child(t, "expiry-reader", "MAP="+p)
+	cmd.Stdin = strings.NewReader(keys.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) != 200 {
+		t.Fatalf("reader printed %d lines", len(lines))
+	}
+	for i, l := range lines {
+		if (l == "yes") != want[string(key(i))] {
+			t.Fatalf("key %d: the other process says %s, want %v", i, l, want[string(key(i))])
+		}
+	}
+	out, err = child(t, "expiry-sweeper", "MAP="+p).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "67" {
+		t.Fatalf("sweeper: %q, %v; want 67", out, err)
+	}
+	if st := m.Stats(); st.Len != 133 || st.Expired != 0 {
+		t.Fatalf("after the other process swept: %+v", st)
+	}
+}
