@@ -258,7 +258,7 @@ func (m *Map) withKey(key []byte, f func(s segment, h keyHash) error) error {
 		return err
 	}
 	defer s.hdr.lock.Unlock() // also when f panics (Update's function)
-	s.expires = m.defaultExpiry()
+	m.stampExpiry(&s)
 	return f(s, h)
 }
 

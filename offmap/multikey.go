@@ -56,9 +56,8 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 			segs[i].hdr.lock.Unlock()
 		}
 	}()
-	expires := m.defaultExpiry()
 	for i := range segs {
-		segs[i].expires = expires
+		m.stampExpiry(&segs[i])
 	}
 
 	vals := make([][]byte, len(keys))

@@ -87,7 +87,7 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 				if m.sums {
 					x += 8
 				}
-				found = !expiredAt(mem, x, now())
+				found = !expiredNow(mem, x)
 			}
 			if !bad {
 				out := dst

@@ -54,8 +54,9 @@ type segment struct {
 	// changes; the single changes inside it leave the version alone.
 	inTx bool
 	// expires is the expiry time this operation's writes give entries
-	// (Unix nanoseconds, 0 = never), where entries have one.
-	expires int64
+	// (Unix nanoseconds, 0 = never), where entries have one; now is the
+	// clock reading it judges expiry by (0: readers read the clock).
+	expires, now int64
 }
 
 func (m *Map) segment(i uint32) segment {
