@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/offmap/offmap/internal/reexec"
 )
 
 // validFile returns the bytes of a small map file holding a few entries.
@@ -311,7 +312,11 @@ func TestReadOnlyAutomatic(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := child(t, "readonly", "MAP="+p)
-	cmd.Path, cmd.Args[0] = exe, exe
+	if reexec.Emulated() {
+		cmd.Args[1] = exe // the emulator's argument
+	} else {
+		cmd.Path, cmd.Args[0] = exe, exe
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("child as nobody: %v\n%s", err, out)

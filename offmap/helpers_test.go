@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/offmap/offmap/internal/reexec"
@@ -14,6 +15,14 @@ import (
 // Tests that need several processes re-run this test binary with
 // OFFMAP_CHILD naming the role; TestMain dispatches to it.
 var children = map[string]func() error{}
+
+func init() {
+	// Under qemu-user every reserved page costs the emulator memory: 64 GiB
+	// reservations, dozens of maps, would not fit (.ci/run sets this).
+	if v, err := strconv.ParseInt(os.Getenv("OFFMAP_TEST_MAX_FILE_SIZE"), 10, 64); err == nil && v > 0 {
+		defaultMaxFile = v
+	}
+}
 
 func TestMain(m *testing.M) {
 	if role := os.Getenv("OFFMAP_CHILD"); role != "" {

@@ -72,7 +72,6 @@ const (
 	maxSegments      = 1 << 16
 	maxSlotsPerSeg   = maxSlotsLimit
 	maxFileSize      = 1 << 46
-	defaultMaxFile   = 64 << 30
 	defaultMaxFloor  = 256
 	defaultLockWait  = 30 * time.Second
 	targetPerSegment = 1024 // entries per segment in large maps
@@ -81,6 +80,11 @@ const (
 	maxLoadFactor    = 0.85 // of a segment's slots at its entry limit
 	spreadSigmas     = 4.5  // headroom for uneven hashing, in std deviations
 )
+
+// defaultMaxFile is MaxFileSize's default (or 4 times the starting size,
+// if more). A variable so that tests under qemu-user, which keeps a
+// descriptor per page of reserved address space, can lower it.
+var defaultMaxFile int64 = 64 << 30
 
 func (o Options) lockTimeout() time.Duration {
 	switch {

@@ -20,6 +20,14 @@ import (
 // Multi-process tests re-run the test binary as helper processes chosen
 // by OFFQUEUE_HELPER.
 
+func init() {
+	// Under qemu-user every reserved page costs the emulator memory, and
+	// each cycle reserves MaxCycleSize (.ci/run sets this).
+	if v, err := strconv.ParseInt(os.Getenv("OFFMAP_TEST_MAX_CYCLE_SIZE"), 10, 64); err == nil && v > 0 {
+		defaultMaxCycleSize = v
+	}
+}
+
 func TestMain(m *testing.M) {
 	if role := os.Getenv("OFFQUEUE_HELPER"); role != "" {
 		os.Exit(runHelper(role, os.Getenv("OFFQUEUE_DIR"), os.Getenv("OFFQUEUE_ARGS")))

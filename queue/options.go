@@ -120,19 +120,23 @@ const (
 	CycleHintRepaired
 )
 
+// defaultMaxCycleSize is Options.MaxCycleSize's default. A variable so
+// that tests under qemu-user, which keeps a descriptor per page of
+// reserved address space, can lower it.
+var defaultMaxCycleSize int64 = 4 << 30
+
 const (
-	pageSize            = 4096
-	defaultBlockSize    = 256 << 10
-	defaultMaxCycleSize = 4 << 30
-	minCycleSize        = 64 << 10
-	maxCycleSize        = 32 << 30
-	defaultSpacing      = 64
-	defaultSkipAfter    = 20 * time.Millisecond
-	defaultParkMin      = 125 * time.Microsecond
-	defaultParkMax      = 20 * time.Millisecond
-	defaultBlockSpin    = 50 * time.Microsecond
-	maxCycle            = 1<<32 - 2
-	maxSeq              = 1<<32 - 2
+	pageSize         = 4096
+	defaultBlockSize = 256 << 10
+	minCycleSize     = 64 << 10
+	maxCycleSize     = 32 << 30
+	defaultSpacing   = 64
+	defaultSkipAfter = 20 * time.Millisecond
+	defaultParkMin   = 125 * time.Microsecond
+	defaultParkMax   = 20 * time.Millisecond
+	defaultBlockSpin = 50 * time.Microsecond
+	maxCycle         = 1<<32 - 2
+	maxSeq           = 1<<32 - 2
 )
 
 func invalid(format string, args ...any) error {
