@@ -102,24 +102,13 @@ func cleanupBench() {
 	}
 }
 
-func BenchmarkGet(b *testing.B) {
-	m := benchMap(b)
-	keys := bench.keys
-	buf := make([]byte, 0, 8)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		var err error
-		if buf, err = m.AppendValue(buf[:0], keys[i%benchEntries]); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkGet(b *testing.B) { benchGet(b, benchMap(b)) }
 
 // BenchmarkGetGrown is BenchmarkGet on a map that grew 16 times past its
 // declared Entries to hold the same entries.
-func BenchmarkGetGrown(b *testing.B) {
-	m := grownMap(b)
+func BenchmarkGetGrown(b *testing.B) { benchGet(b, grownMap(b)) }
+
+func benchGet(b *testing.B, m *Map) {
 	keys := bench.keys
 	buf := make([]byte, 0, 8)
 	b.ReportAllocs()

@@ -1,8 +1,6 @@
 package offmap
 
 import (
-	"compress/gzip"
-	"io"
 	"os"
 	"runtime"
 	"testing"
@@ -15,23 +13,9 @@ import (
 // under qemu too: the format is little-endian and the same everywhere.
 func TestCrossArchMap(t *testing.T) {
 	p := tempPath(t)
-	gz, err := os.Open("testdata/amd64/grown.offmap.gz")
-	if err != nil {
+	if err := os.WriteFile(p, gunzipFile(t, "testdata/amd64/grown.offmap.gz"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer gz.Close()
-	r, err := gzip.NewReader(gz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, r); err != nil {
-		t.Fatal(err)
-	}
-	out.Close()
 
 	m, err := Open(p, Options{})
 	if err != nil {

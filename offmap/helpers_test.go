@@ -1,8 +1,10 @@
 package offmap
 
 import (
+	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,4 +106,23 @@ func mustMiss(t testing.TB, m *Map, k []byte) {
 	if v, err := m.Get(k); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get(%q) = %q, %v; want ErrNotFound", k, v, err)
 	}
+}
+
+// gunzipFile returns the contents of the gzip file at path.
+func gunzipFile(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

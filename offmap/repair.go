@@ -450,10 +450,7 @@ func (m *Map) CheckFile() ([]string, error) {
 			p = append(p, fmt.Sprintf("file is %d bytes, its header says at least %d", size, m.hdr.FileSize))
 		}
 	}
-	for _, r := range m.overlaps(min(int(size), len(m.current())), false) {
-		p = append(p, r)
-	}
-	return p, nil
+	return append(p, m.overlaps(min(int(size), len(m.current())), false)...), nil
 }
 
 // grownRegion is a slot table or extent in the growth area.

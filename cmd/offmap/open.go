@@ -125,11 +125,6 @@ func (l *layout) check(c *cli, fs *flag.FlagSet) error {
 	return err
 }
 
-// given reports whether any size flag was set.
-func (l *layout) given() bool {
-	return l.entries != 0 || l.avgKey != 0 || l.avgValue != 0 || l.maxKey != 0 || l.maxValue != 0 || l.segments != 0 || l.maxFileSize != 0
-}
-
 func (l *layout) options() offmap.Options {
 	return offmap.Options{
 		Entries:          l.entries,
