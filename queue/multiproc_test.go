@@ -3,7 +3,9 @@ package queue
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -53,8 +55,8 @@ func runHelper(role, dir, args string) int {
 		return floorReader(dir, a[0], a[1])
 	}
 	opts := Options{Roll: Fast, SkipAfter: 5 * time.Millisecond}
-	if role == "latency-reader" {
-		opts = Options{} // no roll in the middle of a latency measurement
+	if role == "latency-reader" || role == "watch-cycles" {
+		opts = Options{} // no roll in the middle of a latency measurement; the queue's own roll
 	}
 	q, err := Open(dir, opts)
 	if err != nil {
@@ -63,6 +65,17 @@ func runHelper(role, dir, args string) int {
 	}
 	defer q.Close()
 	switch role {
+	case "watch-cycles": // prints "created N" and "deleted N" until stdin closes
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { io.Copy(io.Discard, os.Stdin); cancel() }()
+		fmt.Println("watching")
+		err := q.WatchCycles(ctx, 5*time.Millisecond, func(e CycleEvent) {
+			fmt.Println(map[CycleEventKind]string{CycleCreated: "created", CycleDeleted: "deleted"}[e.Kind], e.Cycle)
+		})
+		if !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	case "append": // writer id, count[, 1: no end marker]: then an end marker (count = -1)
 		buf := make([]byte, 16)
 		victim := len(a) > 2 && a[2] == 1

@@ -114,10 +114,12 @@ type CycleEventKind int
 const (
 	CycleRolled   CycleEventKind = iota + 1 // this process started the cycle
 	CycleReleased                           // this process unmapped the cycle
-	CycleDeleted                            // retention deleted the cycle file
+	CycleDeleted                            // retention deleted the cycle file (WatchCycles: any process's)
 	// This process found the cycle's write hint damaged (it is outside
 	// the header's checksum) and reset it from a walk of the slots.
 	CycleHintRepaired
+	// WatchCycles saw the cycle file appear, made by any process.
+	CycleCreated
 )
 
 // defaultMaxCycleSize is Options.MaxCycleSize's default. A variable so
