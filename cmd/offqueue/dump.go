@@ -26,7 +26,7 @@ created at 14:30 UTC starts at cycle 14. --from takes an index as printed.`
 
 var dumpCommand = command{
 	name:     "dump",
-	synopsis: "[--hex] [--json] [--from INDEX | --last N] [-n COUNT] DIR",
+	synopsis: "[format flags] [--from INDEX | --last N] [-n COUNT] DIR",
 	summary:  "print the queue's messages, one per line",
 	help: `Dump prints the queue's messages, oldest first, one per line: the index
 CYCLE:SEQ, the payload's length and the payload, as quoted text, or in
@@ -45,6 +45,25 @@ with --hex):
   {"index":"0:0","cycle":0,"seq":0,"length":5,"payload":"hello"}
   {"index":"0:1","cycle":0,"seq":1,"length":2,"payload_hex":"ff00"}
 
+Messages of a typed appender (queue.NewAppender[T]) are T's memory image.
+--layout names T's fields in order, with Go's types, and prints each such
+message as a JSON object of its fields (in "fields" with --json); the
+padding Go puts between fields is applied, and a field named _ is skipped.
+A message of another size is printed as without --layout (with
+"layout_error" under --json). For
+
+  type Trade struct {
+      ID   uint64
+      Qty  int32
+      Side uint8
+      _    [3]byte
+  }
+
+  offqueue dump --layout 'ID:uint64,Qty:int32,Side:uint8,_:[3]byte' DIR
+  0:0	16	{"ID":1,"Qty":5,"Side":1}
+
+The format flags are --hex, --json and --layout.
+
 Dump opens the queue read-only and changes nothing.`,
 	examples: `  offqueue dump /var/queues/orders
   # ten messages, from the 101st of the queue's first day
@@ -52,13 +71,15 @@ Dump opens the queue read-only and changes nothing.`,
   # the last five messages, as tail -n 5 prints the last lines
   offqueue dump --last 5 /var/queues/orders
   # the text payloads, with jq
-  offqueue dump --json /var/queues/orders | jq -r .payload`,
+  offqueue dump --json /var/queues/orders | jq -r .payload
+  # typed messages (queue.NewAppender[Trade]) as JSON objects
+  offqueue dump --layout 'ID:uint64,Qty:int32,Side:uint8,_:[3]byte' /q/trades`,
 	run: runDump,
 }
 
 var followCommand = command{
 	name:     "follow",
-	synopsis: "[--hex] [--json] [--from start|end|INDEX | -n N] DIR",
+	synopsis: "[format flags] [--from start|end|INDEX | -n N] DIR",
 	summary:  "print messages as they are appended, like tail -f",
 	help: `Follow prints messages as dump does, one per line, and then waits for
 more, printing each as it is appended, like tail -f, until interrupted. It
@@ -79,11 +100,17 @@ processes wake it (a read-only follower polls), but appends nothing.`,
 // msgFormat says how dump and follow print a message.
 type msgFormat struct {
 	hex, json bool
+	layout    *layout // --layout: decode typed messages
 }
 
 func (f *msgFormat) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.hex, "hex", false, "print every payload in hexadecimal")
 	fs.BoolVar(&f.json, "json", false, "print JSON lines, one object per message")
+	fs.Func("layout", "decode typed messages (queue.NewAppender) of a struct laid out as `FIELDS`: NAME:TYPE,... in order, _ for padding; TYPE int8-64, uint8-64, float32, float64, bool, byte, [N]TYPE", func(s string) error {
+		l, err := parseLayout(s)
+		f.layout = l
+		return err
+	})
 }
 
 func runDump(c *cli, args []string) error {
@@ -192,21 +219,36 @@ func formatIndex(idx uint64) string {
 
 // msgJSON is one message of dump --json.
 type msgJSON struct {
-	Index      string  `json:"index"`
-	Cycle      uint32  `json:"cycle"`
-	Seq        uint32  `json:"seq"`
-	Length     int     `json:"length"`
-	Payload    *string `json:"payload,omitempty"`
-	PayloadHex *string `json:"payload_hex,omitempty"`
+	Index       string          `json:"index"`
+	Cycle       uint32          `json:"cycle"`
+	Seq         uint32          `json:"seq"`
+	Length      int             `json:"length"`
+	Fields      json.RawMessage `json:"fields,omitempty"`       // with --layout
+	LayoutError string          `json:"layout_error,omitempty"` // with --layout, a message it does not fit
+	Payload     *string         `json:"payload,omitempty"`
+	PayloadHex  *string         `json:"payload_hex,omitempty"`
 }
 
 // print writes one message as "CYCLE:SEQ length payload", the payload as
 // quoted text when it is printable UTF-8, else (or with --hex) in hex; or
 // as a JSON object.
 func (f *msgFormat) print(w io.Writer, idx uint64, msg []byte) error {
+	var fields []byte
+	var layoutErr error
+	if f.layout != nil {
+		fields, layoutErr = f.layout.decode(msg)
+	}
 	if f.json {
 		c, s := queue.SplitIndex(idx)
-		j := msgJSON{Index: formatIndex(idx), Cycle: c, Seq: s, Length: len(msg)}
+		j := msgJSON{Index: formatIndex(idx), Cycle: c, Seq: s, Length: len(msg), Fields: fields}
+		if fields != nil {
+			enc := json.NewEncoder(w)
+			enc.SetEscapeHTML(false)
+			return enc.Encode(j)
+		}
+		if layoutErr != nil {
+			j.LayoutError = layoutErr.Error()
+		}
 		p := string(msg)
 		if f.hex || !utf8.Valid(msg) {
 			p = hex.EncodeToString(msg)
@@ -217,6 +259,10 @@ func (f *msgFormat) print(w io.Writer, idx uint64, msg []byte) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(j)
+	}
+	if fields != nil {
+		_, err := fmt.Fprintf(w, "%s\t%d\t%s\n", formatIndex(idx), len(msg), fields)
+		return err
 	}
 	var payload string
 	if !f.hex && printable(msg) {
