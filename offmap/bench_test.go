@@ -469,3 +469,47 @@ func BenchmarkExpiryOffGet8(b *testing.B) { benchEntryOptions(b, Options{}, 8, t
 func BenchmarkExpiryOnGet8(b *testing.B)  { benchEntryOptions(b, Options{TTL: time.Hour}, 8, true) }
 func BenchmarkExpiryOffPut8(b *testing.B) { benchEntryOptions(b, Options{}, 8, false) }
 func BenchmarkExpiryOnPut8(b *testing.B)  { benchEntryOptions(b, Options{TTL: time.Hour}, 8, false) }
+
+// A field of a typed handle (Acquire) against an Int64 handle: both one
+// atomic add on the mapped word.
+func BenchmarkTypedFieldAdd(b *testing.B) {
+	m := benchMap(b)
+	st, err := Acquire[clientStats](m, []byte("typed-bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st.Hits.Add(1)
+	}
+}
+
+// Conditional updates against Put of an existing key (BenchmarkPutUpdate).
+func BenchmarkPutIfAbsentPresent(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	var v [8]byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.PutIfAbsent(keys[i%benchEntries], v[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCompareAndSwap(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	var old, new [8]byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := keys[i%benchEntries]
+		binary.LittleEndian.PutUint64(old[:], bench.goMap[string(k)])
+		if _, err := m.CompareAndSwap(k, old[:], new[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
