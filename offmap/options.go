@@ -13,10 +13,12 @@ import (
 // file exists, zero sizes mean "take the file's"; a non-zero size that
 // differs from the file's is an ErrOptionsMismatch.
 type Options struct {
-	// Entries is how many entries the map must hold. Required to create.
+	// Entries is how many entries the map starts with room for; it grows
+	// past them as it fills (up to MaxFileSize). Required to create.
 	Entries int
-	// AverageKeySize and AverageValueSize, in bytes, size the entry space.
-	// Both are required to create a map.
+	// AverageKeySize and AverageValueSize, in bytes, size the starting
+	// entry space; larger values simply make it grow sooner. Both are
+	// required to create a map.
 	AverageKeySize   int
 	AverageValueSize int
 	// MaxKeySize and MaxValueSize bound single keys and values. Zero picks
