@@ -105,7 +105,7 @@ func (r *Region) Sync() error {
 // stale pointer into it reads zeros and writes nowhere instead of
 // faulting, and the addresses are never reused. The reserved rest, where
 // no pointer can point, is given back, so that a process that opens and
-// closes many regions does not run out of address space.
+// closes many regions keeps only their mapped prefixes.
 func (r *Region) Release() error {
 	if r.base == nil {
 		return nil
