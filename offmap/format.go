@@ -294,8 +294,6 @@ type growthWords struct {
 // Readers need only the first cache line (version and table). count,
 // detached, usedChunks and the bitmaps are derived from the slots; a
 // repair recomputes them.
-const versionOff, tableOff = 16, 24
-
 type segmentHeader struct {
 	lock       shm.Mutex
 	version    atomic.Uint64

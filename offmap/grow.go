@@ -124,7 +124,7 @@ func (m *Map) claim(n int) (int, error) {
 			}
 			return 0, fmt.Errorf("offmap: %s: grow: %w", m.path, err)
 		}
-		if len(m.current()) < end && !m.refresh() && len(m.current()) < end {
+		if len(m.current()) < end && !m.mapsPast(end-1) {
 			return 0, fmt.Errorf("offmap: %s: could not map the grown file", m.path)
 		}
 	}

@@ -72,14 +72,12 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 	// The common case in as few instructions as possible, so that the CPU
 	// overlaps the cache misses of consecutive lookups: no writer at work,
 	// and the key found or cleanly absent.
-	seg := int(m.hdr.SegHeadersOff) + int(h.seg)*segmentHeaderSize
-	version := shm.U64(m.mem, seg+versionOff)
-	if v := version.Load(); v&1 == 0 {
+	sh := shm.Overlay[segmentHeader](m.mem, int(m.hdr.SegHeadersOff)+int(h.seg)*segmentHeaderSize)
+	if v := sh.version.Load(); v&1 == 0 {
 		mem := m.current()
 		base := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride)
-		slots, n := m.tableOf(base, shm.U64(m.mem, seg+tableOff).Load())
+		slots, n := m.tableOf(base, sh.table.Load())
 		if m.tableFits(slots, n, len(mem), base) {
-			sh := shm.Overlay[segmentHeader](m.mem, seg)
 			off, vn, found, bad := m.probe(mem, sh, base, slots, n, key, h)
 			if found && m.expiring {
 				// The expiry word follows the value (and the checksum).
@@ -94,7 +92,7 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 				if found && wantValue {
 					out = appendValueAt(dst, mem, off, vn)
 				}
-				if version.Load() == v && !m.closed.Load() {
+				if sh.version.Load() == v && !m.closed.Load() {
 					return out, found, nil
 				}
 			}

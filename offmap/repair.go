@@ -39,13 +39,16 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		dropped, movedTo = "recover drops the entry", "recover moves it to slot"
 	}
 	n := t.Len()
-	m.refresh() // what other processes grew, so that their extents are in view
-	s.mem = m.current()
 
 	// Extents are added in order; one after a missing or misplaced one is
-	// damage, and so are its entries.
+	// damage, and so are its entries. One past what this process has
+	// mapped may be another process's growth: map it and look again.
 	var bms [maxExtents + 1][]uint64
 	extents := m.extentBitmaps(s, &bms)
+	if extents <= m.maxExtent() && s.hdr.extents[extents-1].Load() != 0 && m.mapsPast(len(s.mem)) {
+		s.mem = m.current()
+		extents = m.extentBitmaps(s, &bms)
+	}
 	for k := extents; k <= m.maxExtent(); k++ {
 		if k > 0 && s.hdr.extents[k-1].Load() != 0 {
 			report("extent %d: its place in the file, %d, is not valid or follows a missing extent; %s",
