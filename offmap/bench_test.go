@@ -519,3 +519,34 @@ func BenchmarkCompareAndSwap(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUpdateKeysTransfer: one transfer between two counters in
+// different segments, the multi-key transaction of txn.go, against
+// BenchmarkUpdateIncrement's one-key Update.
+func BenchmarkUpdateKeysTransfer(b *testing.B) {
+	m, err := Open(filepath.Join(b.TempDir(), "b.map"), Options{Entries: 1000, AverageKeySize: 10, AverageValueSize: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	x, y := []byte("account-x"), []byte("account-y")
+	for i := 0; m.hash(x).seg == m.hash(y).seg; i++ {
+		y = fmt.Appendf(nil, "account-%d", i)
+	}
+	m.Put(x, make([]byte, 8))
+	m.Put(y, make([]byte, 8))
+	keys := [][]byte{x, y}
+	news := [][]byte{make([]byte, 8), make([]byte, 8)}
+	ops := []Op{OpPut, OpPut}
+	move := func(v [][]byte, found []bool) ([][]byte, []Op) {
+		binary.LittleEndian.PutUint64(news[0], binary.LittleEndian.Uint64(v[0])-1)
+		binary.LittleEndian.PutUint64(news[1], binary.LittleEndian.Uint64(v[1])+1)
+		return news, ops
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := m.UpdateKeys(keys, move); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

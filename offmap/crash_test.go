@@ -459,3 +459,141 @@ func TestCrashTablesCoverEveryStep(t *testing.T) {
 		t.Fatalf("found only %d crash steps", steps)
 	}
 }
+
+// TestCrashInUpdateKeys stops an UpdateKeys at each step of its
+// transaction (txn.go), as if its process died there holding the locks of
+// three segments, and checks that all of its changes are made or none,
+// whichever segment is repaired first and however: by a reader that reads
+// them all at once, by a writer of the last segment, or by the next open
+// of the file. The transaction moves money between two accounts, inserts
+// a key and deletes one, in three segments.
+func TestCrashInUpdateKeys(t *testing.T) {
+	steps := []struct {
+		step      string
+		nth       int
+		completes bool
+	}{
+		{"tx.entries", 1, false},
+		{"tx.prepared", 1, false}, {"tx.prepared", 2, false}, {"tx.prepared", 3, false},
+		{"tx.committed", 1, true},
+		{"tx.change", 1, true}, {"tx.change", 2, true}, {"tx.change", 3, true}, {"tx.change", 4, true},
+		{"tx.part", 1, true}, {"tx.part", 2, true}, {"tx.part", 3, true},
+	}
+	for _, c := range steps {
+		for _, repair := range []string{"view", "last-first", "reopen"} {
+			t.Run(fmt.Sprintf("%s#%d/%s", c.step, c.nth, repair), func(t *testing.T) {
+				crashUpdateKeys(t, c.step, c.nth, c.completes, repair)
+			})
+		}
+	}
+}
+
+func crashUpdateKeys(t *testing.T, step string, nth int, completes bool, repair string) {
+	p := tempPath(t)
+	opts := Options{Entries: 1000, AverageKeySize: 10, AverageValueSize: 8, Segments: 8, LockTimeout: 10 * time.Second}
+	m, err := Open(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { m.Close() }()
+	for i := range 40 {
+		mustPut(t, m, account(i), le(1000))
+	}
+	// Two accounts, a key to insert and one to delete, in three segments.
+	a, b := account(0), []byte(nil)
+	for i := 1; b == nil; i++ {
+		if m.hash(account(i)).seg != m.hash(a).seg {
+			b = account(i)
+		}
+	}
+	var ins, del []byte
+	for i := 0; ins == nil || del == nil; i++ {
+		k := fmt.Appendf(nil, "key-%d", i)
+		if s := m.hash(k).seg; s != m.hash(a).seg && s != m.hash(b).seg {
+			if ins == nil {
+				ins = k
+			} else if m.hash(k).seg == m.hash(ins).seg {
+				del = k
+			}
+		}
+	}
+	mustPut(t, m, del, []byte("to be deleted"))
+	keys := [][]byte{a, b, ins, del}
+	tx := func() {
+		m.UpdateKeys(keys, func(v [][]byte, found []bool) ([][]byte, []Op) {
+			return [][]byte{le(balance(v[0]) - 100), le(balance(v[1]) + 100), []byte("inserted"), nil},
+				[]Op{OpPut, OpPut, OpPut, OpDelete}
+		})
+	}
+	if !runUntilCrash(step, nth, tx) {
+		t.Fatalf("step %s #%d not reached", step, nth)
+	}
+	for _, k := range keys {
+		if s := m.segmentOf(k); s.hdr.lock.Owner() == m.self {
+			m.abandon(k)
+		}
+	}
+	if err := m.Check(); err == nil {
+		t.Fatal("Check found nothing after a crash inside UpdateKeys")
+	}
+
+	want := [][]byte{le(1000), le(1000), nil, []byte("to be deleted")}
+	if completes {
+		want = [][]byte{le(900), le(1100), []byte("inserted"), nil}
+	}
+	switch repair {
+	case "view":
+	case "last-first":
+		// A writer of the last segment repairs it first: it must learn
+		// the outcome from the first one, which is repaired after.
+		last := keys[0]
+		for _, k := range keys {
+			if m.hash(k).seg > m.hash(last).seg {
+				last = k
+			}
+		}
+		err := m.Update(last, func([]byte, bool) ([]byte, Op) { return nil, OpNone })
+		if err != nil {
+			t.Fatal(err)
+		}
+	case "reopen":
+		m.Close()
+		if m, err = Open(p, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = m.ViewKeys(keys, func(v [][]byte, found []bool) {
+		for i := range keys {
+			got := v[i]
+			if !found[i] {
+				got = nil
+			}
+			if !bytes.Equal(got, want[i]) {
+				t.Errorf("%s = %q, want %q", keys[i], got, want[i])
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	wantLen := 41
+	if m.Len() != wantLen {
+		t.Fatalf("Len = %d, want %d", m.Len(), wantLen)
+	}
+	for i := 1; i < 40; i++ {
+		if k := account(i); !bytes.Equal(k, b) {
+			mustGet(t, m, k, string(le(1000)))
+		}
+	}
+	// The map goes on: the same transaction again.
+	tx()
+	if v, err := m.Get(a); err != nil || balance(v) != balance(want[0])-100 {
+		t.Fatalf("after a second transfer, %s = %v (%v)", a, v, err)
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

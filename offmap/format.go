@@ -285,9 +285,12 @@ type growthWords struct {
 //	 40  detached    entries deleted while value handles pinned them
 //	 48  usedChunks  chunks taken by live and detached entries
 //	 56  intent      redo record: 0, or 1 + the chunk of the entry whose
-//	                 value is being rewritten in place from the scratch area
+//	                 value is being rewritten in place from the scratch area;
+//	                 with bit 63 set, 1 + the chunk of the segment's
+//	                 transaction record (txn.go)
 //	 64  allocHint   chunk where the next allocation search starts
-//	 72  reserved, zero
+//	 72  tx          0, or the multi-key transaction the segment takes part
+//	                 in: commit segment, id, committed bit (txn.go)
 //	 80  extents     22 words: offset in the file of extent k (k = 1..22),
 //	                 or 0 while the segment has no extent k
 //
@@ -303,7 +306,7 @@ type segmentHeader struct {
 	usedChunks atomic.Uint64
 	intent     atomic.Uint64
 	allocHint  atomic.Uint64
-	_          uint64
+	tx         atomic.Uint64
 	extents    [maxExtents]atomic.Uint64
 }
 

@@ -274,8 +274,14 @@ func (m *Map) lock(s *segment) error {
 	// A free lock over an odd version, a pending redo record or a table
 	// outside the file is left by no crash, only by damage: repair it like
 	// a dead holder's.
-	if tookOver || !tableOK || s.hdr.version.Load()&1 != 0 || s.hdr.intent.Load() != 0 {
+	if tookOver || !tableOK || s.hdr.version.Load()&1 != 0 || s.hdr.intent.Load() != 0 || s.hdr.tx.Load() != 0 {
 		m.repairLocked(s)
+		if s.hdr.tx.Load() != 0 {
+			// An interrupted UpdateKeys whose other segments could not
+			// be locked in time: s keeps its word until they are.
+			s.hdr.lock.Unlock()
+			return fmt.Errorf("offmap: %s: segment %d: an interrupted UpdateKeys could not be completed yet: %w", m.path, s.idx, ErrLockTimeout)
+		}
 	}
 	return nil
 }

@@ -19,14 +19,20 @@ import (
 // (Get, ViewKeys) see either none of the changes or all of them: a
 // transfer between two counters never shows a sum that is off.
 //
+// The changes are one transaction (txn.go), also across a crash: a
+// process killed inside UpdateKeys leaves all of them made or none, and
+// whoever next locks one of the segments finishes or drops them. (A
+// read-only process that reads the segments of a killed UpdateKeys before
+// any writer has repaired them sees each as the dead process left it.)
+// New values are written beside the old ones until all are in place, so
+// UpdateKeys needs room for both: when that room cannot be found
+// (ErrFull), nothing is changed, even where the same changes made one by
+// one would have fit.
+//
 // A key may appear once; fn must not use the map (the segments are
 // locked). Values that value handles point into (AcquireInt64, Acquire)
 // change under the handles without any lock, so UpdateKeys refuses them
-// with ErrPinned before fn runs; use the handles. When a change would not
-// fit (ErrFull), none is made: UpdateKeys first runs the allocations on
-// copies of the segments' free-chunk maps. A process killed inside UpdateKeys leaves each
-// key either changed or not (each change is crash-safe on its own, and
-// the next writer repairs the segments), but not necessarily all of them.
+// with ErrPinned before fn runs; use the handles.
 func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) ([][]byte, []Op)) error {
 	for i, k := range keys {
 		if len(k) > int(m.hdr.MaxKey) {
@@ -62,6 +68,7 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 
 	vals := make([][]byte, len(keys))
 	found := make([]bool, len(keys))
+	chunk := make([]uint32, len(keys))
 	for i, k := range keys {
 		s := segOf(segs, hashes[i].seg)
 		_, w, e, ok, bad := m.findLive(s, k, hashes[i])
@@ -69,7 +76,7 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		case ok && w&slotPinned != 0:
 			return fmt.Errorf("%w: UpdateKeys: %q", ErrPinned, k)
 		case ok:
-			vals[i], found[i] = loadValue(nil, s, e), true
+			vals[i], found[i], chunk[i] = loadValue(nil, s, e), true, slotChunk(w)
 		case bad:
 			return m.corrupt(s, "a lookup met an entry outside the segment")
 		}
@@ -90,10 +97,6 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		}
 	}
 
-	if err := m.preflight(keys, hashes, segs, news, ops); err != nil {
-		return err
-	}
-
 	// Odd versions over every change: readers wait or retry until all are
 	// made. Not in a defer: if a change panics, the versions stay odd and
 	// the next writer repairs the segments, as after a crash.
@@ -101,36 +104,12 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		beginChange(&segs[i])
 		segs[i].inTx = true
 	}
-	err := m.applyKeys(keys, hashes, segs, news, ops)
+	err := m.transact(keys, hashes, segs, news, ops, chunk, found)
 	for i := range segs {
 		segs[i].inTx = false
 		endChange(&segs[i])
 	}
 	return err
-}
-
-// applyKeys makes UpdateKeys' changes, with the segments locked.
-func (m *Map) applyKeys(keys [][]byte, hashes []keyHash, segs []segment, news [][]byte, ops []Op) error {
-	for i, k := range keys {
-		if ops[i] == OpNone {
-			continue
-		}
-		s := segOf(segs, hashes[i].seg)
-		pos, w, e, ok, _ := m.find(s, k, hashes[i])
-		var err error
-		switch {
-		case ops[i] == OpDelete && ok:
-			m.deleteLocked(s, pos, w, e)
-		case ops[i] == OpPut && ok:
-			err = m.updateLocked(s, pos, w, e, news[i])
-		case ops[i] == OpPut:
-			_, err = m.insertLocked(s, pos, hashes[i], k, news[i], 0)
-		}
-		if err != nil {
-			return fmt.Errorf("offmap: UpdateKeys: key %q: %w", k, err)
-		}
-	}
-	return nil
 }
 
 // ViewKeys reads several keys at one instant: fn gets each key's value
@@ -219,96 +198,6 @@ func (m *Map) viewOnce(keys [][]byte, hashes []keyHash, segs []segment, quiescen
 		found[i] = true
 	}
 	return -1
-}
-
-// preflight runs UpdateKeys' changes on copies of the segments' free-chunk
-// bitmaps, allocation hints and counts, as insertLocked, updateLocked and
-// deleteLocked will make them. Where a change needs room the segment lacks,
-// it grows the segment first (which changes no entry), and it returns
-// ErrFull if the segment cannot grow: then nothing is changed at all. The
-// real changes, made next under the same locks on the same state, take the
-// same steps and succeed.
-func (m *Map) preflight(keys [][]byte, hashes []keyHash, segs []segment, news [][]byte, ops []Op) error {
-	type sim struct {
-		bms             [][]uint64
-		hint            uint64
-		count, detached uint64
-	}
-	sims := make([]sim, len(segs))
-	for i := range segs {
-		s := &segs[i]
-		var bms [maxExtents + 1][]uint64
-		n := m.extentBitmaps(s, &bms)
-		sm := sim{hint: s.hdr.allocHint.Load(), count: s.hdr.count.Load(), detached: s.hdr.detached.Load()}
-		for _, bm := range bms[:n] {
-			sm.bms = append(sm.bms, slices.Clone(bm))
-		}
-		sims[i] = sm
-	}
-	nothing := func(k []byte, err error) error {
-		return fmt.Errorf("offmap: UpdateKeys: key %q: %w; nothing changed", k, err)
-	}
-	// alloc allocates n chunks in the copies, growing the segment when
-	// they do not fit.
-	alloc := func(s *segment, sm *sim, n int) error {
-		if _, ok := m.allocIn(sm.bms, &sm.hint, n); ok {
-			return nil
-		}
-		if err := m.growArea(s, n); err != nil {
-			return err
-		}
-		sm.bms = append(sm.bms, make([]uint64, len(m.bitmap(s, len(sm.bms)))))
-		sm.hint = uint64(m.chunkNumber(len(sm.bms)-1, 0))
-		if _, ok := m.allocIn(sm.bms, &sm.hint, n); !ok {
-			return m.full(s, n)
-		}
-		return nil
-	}
-	for i, k := range keys {
-		if ops[i] == OpNone {
-			continue
-		}
-		si := slices.IndexFunc(segs, func(x segment) bool { return x.idx == int(hashes[i].seg) })
-		s, sm := &segs[si], &sims[si]
-		_, w, e, found, _ := m.find(s, k, hashes[i])
-		switch {
-		case ops[i] == OpDelete && found:
-			if w&slotPinned != 0 {
-				sm.detached++
-			} else if kk, c := m.extentOf(slotChunk(w)); kk >= 0 && kk < len(sm.bms) {
-				clearRun(sm.bms[kk], c, m.chunksFor(e.keyLen, e.valLen))
-			}
-			sm.count--
-		case ops[i] == OpPut && !found:
-			if int(sm.count+sm.detached) >= tableLimit(len(s.slots)) {
-				if err := m.growSlots(s); err != nil {
-					return nothing(k, err)
-				}
-			}
-			if err := alloc(s, sm, m.chunksFor(len(k), len(news[i]))); err != nil {
-				return nothing(k, err)
-			}
-			sm.count++
-		case ops[i] == OpPut:
-			oldN, newN := m.chunksFor(e.keyLen, e.valLen), m.chunksFor(e.keyLen, len(news[i]))
-			kk, c := m.extentOf(slotChunk(w))
-			switch {
-			case len(news[i]) == e.valLen && len(news[i]) <= 8:
-			case newN <= oldN:
-				if kk >= 0 && kk < len(sm.bms) {
-					clearRun(sm.bms[kk], c+newN, oldN-newN)
-				}
-			default:
-				if err := alloc(s, sm, newN); err != nil {
-					return nothing(k, err)
-				}
-				if kk >= 0 && kk < len(sm.bms) {
-					clearRun(sm.bms[kk], c, oldN)
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // segmentsOf returns the distinct segments of keys, in segment order,

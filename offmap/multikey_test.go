@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func account(i int) []byte { return fmt.Appendf(nil, "account-%02d", i) }
@@ -153,137 +156,201 @@ func TestUpdateKeysErrors(t *testing.T) {
 }
 
 func init() {
-	children["transfers"] = func() error {
+	// transfer-loop moves money between 2 or 3 accounts (of ACCOUNTS) in
+	// one UpdateKeys, forever, until it is killed. With STOP=step:n it
+	// stops inside the transaction at the nth arrival at that step, says
+	// so and waits to be killed; otherwise it sometimes pauses inside one,
+	// so that a kill at a random instant often lands there.
+	children["transfer-loop"] = func() error {
 		m, err := Open(os.Getenv("MAP"), Options{})
 		if err != nil {
 			return err
 		}
-		defer m.Close()
-		n, _ := strconv.Atoi(os.Getenv("N"))
+		accounts, _ := strconv.Atoi(os.Getenv("ACCOUNTS"))
 		seed, _ := strconv.Atoi(os.Getenv("SEED"))
 		rng := rand.New(rand.NewPCG(uint64(seed), 1))
-		for range n {
-			// Opposite key orders in different processes: the locks are
-			// taken in segment order whatever the order of the keys.
-			a, b := rng.IntN(8), rng.IntN(7)
-			if b >= a {
-				b++
+		if step, nth, ok := strings.Cut(os.Getenv("STOP"), ":"); ok {
+			n, _ := strconv.Atoi(nth)
+			crashPoint = func(s string) {
+				if s == step {
+					if n--; n == 0 {
+						fmt.Println("stopped")
+						time.Sleep(time.Hour) // killed here, inside the transaction
+					}
+				}
 			}
-			if err := transfer(m, a, b, rng.Int64N(50)); err != nil {
+		} else {
+			crashPoint = func(s string) {
+				if strings.HasPrefix(s, "tx.") && rng.IntN(50) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}
+		fmt.Println("ready")
+		for {
+			a, b, c := rng.IntN(accounts), rng.IntN(accounts), rng.IntN(accounts)
+			if a == b || a == c || b == c {
+				continue
+			}
+			amount := rng.Int64N(100)
+			keys := [][]byte{account(a), account(b)}
+			if rng.IntN(2) == 0 {
+				keys = append(keys, account(c))
+			}
+			err := m.UpdateKeys(keys, func(v [][]byte, found []bool) ([][]byte, []Op) {
+				news := [][]byte{le(balance(v[0]) - amount), le(balance(v[1]) + amount)}
+				if len(keys) == 3 {
+					half := amount / 2
+					news[1] = le(balance(v[1]) + half)
+					news = append(news, le(balance(v[2])+amount-half))
+				}
+				return news, []Op{OpPut, OpPut, OpPut}[:len(keys)]
+			})
+			if err != nil {
 				return err
 			}
 		}
-		return nil
-	}
-	children["hold-keys"] = func() error {
-		m, err := Open(os.Getenv("MAP"), Options{})
-		if err != nil {
-			return err
-		}
-		keys := [][]byte{account(0), account(1), account(2), account(3)}
-		return m.UpdateKeys(keys, func([][]byte, []bool) ([][]byte, []Op) {
-			fmt.Println("holding")
-			select {} // killed here, holding the segments' locks
-		})
 	}
 }
 
-// TestUpdateKeysAcrossProcesses: processes transfer between accounts while
-// this one sums them; one process is killed while it holds the locks of
-// several segments, and the others take them over and go on.
-func TestUpdateKeysAcrossProcesses(t *testing.T) {
+// TestUpdateKeysKilledAcrossProcesses: four processes move money between
+// accounts in several segments, two or three accounts per UpdateKeys,
+// while they are killed (SIGKILL) one after another: at each step of the
+// transaction in turn, and at random instants. This process reads the
+// total through ViewKeys all along (repairing what the dead left behind,
+// as any writer would): every total it sees, and the last, is exact.
+func TestUpdateKeysKilledAcrossProcesses(t *testing.T) {
+	const accounts, workers = 12, 4
 	p := tempPath(t)
-	m := openAccounts(t, p, 8)
+	m := openAccounts(t, p, accounts)
 	defer closeChecked(t, m)
+	stops := []string{"tx.entries:1", "tx.prepared:1", "tx.prepared:2", "tx.committed:1",
+		"tx.change:1", "tx.change:2", "tx.change:3", "tx.part:1", "tx.part:2"}
+	kills := 4 * len(stops)
+	if testing.Short() {
+		kills = 2 * len(stops)
+	}
 
-	holder := child(t, "hold-keys", "MAP="+p)
-	out, _ := holder.StdoutPipe()
-	if err := holder.Start(); err != nil {
+	var done atomic.Bool
+	readErr := make(chan error, 1)
+	reads := 0
+	go func() {
+		defer close(readErr)
+		for !done.Load() {
+			sum, err := total(m, accounts)
+			if err == nil && sum != 1000*accounts {
+				err = fmt.Errorf("a reader saw a total of %d, want %d", sum, 1000*accounts)
+			}
+			if err != nil {
+				readErr <- err
+				return
+			}
+			reads++
+		}
+	}()
+
+	// A worker told to stop inside a transaction is killed as soon as it
+	// says so: others may be waiting for its locks, among them the next
+	// one told to stop.
+	type worker struct {
+		cmd     *exec.Cmd
+		stderr  *strings.Builder
+		stopped chan struct{} // closed once a worker with STOP is killed there
+		stop    string
+	}
+	start := func(i, seed int, stop string) *worker {
+		cmd := child(t, "transfer-loop", "MAP="+p, "ACCOUNTS="+strconv.Itoa(accounts),
+			"SEED="+strconv.Itoa(seed), "STOP="+stop)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &worker{cmd: cmd, stderr: new(strings.Builder), stopped: make(chan struct{}), stop: stop}
+		cmd.Stderr = w.stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		out := bufio.NewReader(stdout)
+		if line, _ := out.ReadString('\n'); line != "ready\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("worker %d said %q: %s", i, line, w.stderr)
+		}
+		if stop != "" {
+			go func() {
+				if line, _ := out.ReadString('\n'); line == "stopped\n" {
+					cmd.Process.Kill()
+					close(w.stopped)
+				}
+			}()
+		}
+		return w
+	}
+	end := func(i int, w *worker) {
+		if w.stop != "" {
+			select {
+			case <-w.stopped:
+			case <-time.After(time.Minute):
+				w.cmd.Process.Kill()
+				w.cmd.Wait()
+				t.Fatalf("worker %d never reached STOP=%s: %s", i, w.stop, w.stderr)
+			}
+		}
+		w.cmd.Process.Kill()
+		if err := w.cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("worker %d ended before it was killed: %v: %s", i, err, w.stderr)
+		}
+	}
+	ws := make([]*worker, workers)
+	for i := range ws {
+		ws[i] = start(i, i, "")
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for k := range kills {
+		i := k % workers
+		if ws[i].stop == "" {
+			time.Sleep(time.Duration(rng.IntN(20)+1) * time.Millisecond)
+		}
+		end(i, ws[i])
+		// Every other restart stops at the next step of the transaction.
+		stop := ""
+		if k%2 == 0 {
+			stop = stops[k/2%len(stops)]
+		}
+		ws[i] = start(i, workers+k, stop)
+	}
+	for i, w := range ws {
+		end(i, w)
+	}
+	done.Store(true)
+	if err := <-readErr; err != nil {
 		t.Fatal(err)
 	}
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "holding\n" {
-		t.Fatalf("holder said %q", line)
+	if reads == 0 {
+		t.Fatal("no read ran alongside the transfers")
 	}
-	holder.Process.Kill()
-	holder.Wait()
-
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := child(t, "transfers", "MAP="+p, "N=3000", "SEED="+strconv.Itoa(i))
-			if out, err := cmd.CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("%v: %s", err, out)
-			}
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for reading := true; reading; {
-		select {
-		case <-done:
-			reading = false
-		default:
-		}
-		if sum, err := total(m, 8); err != nil || sum != 8000 {
-			t.Fatalf("a reader saw a total of %d (%v)", sum, err)
-		}
-	}
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("process %d: %v", i, err)
-		}
-	}
-	if sum, err := total(m, 8); err != nil || sum != 8000 {
+	if sum, err := total(m, accounts); err != nil || sum != 1000*accounts {
 		t.Fatalf("final total %d, %v", sum, err)
 	}
-}
-
-// TestUpdateKeysCrash stops UpdateKeys between its changes, as if its
-// process died there: the segments stay marked as being changed, so the
-// next writer repairs them, and the map is sound again, each change made
-// or not.
-func TestUpdateKeysCrash(t *testing.T) {
-	m := openAccounts(t, tempPath(t), 8)
-	defer closeChecked(t, m)
-	var a, b []byte // two new keys in different segments
-	for i := 0; b == nil; i++ {
-		k := fmt.Appendf(nil, "new-%d", i)
-		switch {
-		case a == nil:
-			a = k
-		case m.hash(k).seg != m.hash(a).seg:
-			b = k
-		}
-	}
-	put := func([][]byte, []bool) ([][]byte, []Op) {
-		return [][]byte{le(1), le(2)}, []Op{OpPut, OpPut}
-	}
-	if !runUntilCrash("insert.alloc", 2, func() { m.UpdateKeys([][]byte{a, b}, put) }) {
-		t.Fatal("the second insert was not reached")
-	}
-	if err := m.Check(); err == nil {
-		t.Fatal("Check found nothing after a crash inside UpdateKeys")
-	}
-	// The next writer of each segment repairs it (no Recover needed).
-	for _, k := range [][]byte{a, b} {
-		if _, err := m.Has(k); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Put(k, le(3)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := m.Delete(k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := m.Check(); err != nil {
+	// The last workers died holding locks, some of segments no read has
+	// needed since: Recover takes them over, and finds the same total.
+	if _, err := m.Recover(); err != nil {
 		t.Fatal(err)
 	}
-	if sum, err := total(m, 8); err != nil || sum != 8000 {
-		t.Fatalf("total %d, %v", sum, err)
+	if sum, err := total(m, accounts); err != nil || sum != 1000*accounts {
+		t.Fatalf("total after Recover %d, %v", sum, err)
+	}
+	if m.Len() != accounts {
+		t.Fatalf("Len = %d, want %d", m.Len(), accounts)
+	}
+	// What a process that opens the file later reads.
+	m2, err := Open(p, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if sum, err := total(m2, accounts); err != nil || sum != 1000*accounts {
+		t.Fatalf("total in a new read-only open: %d, %v", sum, err)
 	}
 }
 
@@ -320,15 +387,21 @@ func TestUpdateKeysAllOrNothing(t *testing.T) {
 	if v, _ := m.Get(key(1)); balance(v) != 1 {
 		t.Fatalf("the first change was made: %d", balance(v))
 	}
-	// Deleting makes room: the same UpdateKeys with a delete first succeeds.
-	err = m.UpdateKeys([][]byte{key(0), []byte("one-too-many")}, func(v [][]byte, found []bool) ([][]byte, []Op) {
+	// New values are written beside the old ones until the transaction
+	// commits, so a delete makes no room for an insert in the same
+	// UpdateKeys: ErrFull, and the key to delete stays.
+	swap := func(v [][]byte, found []bool) ([][]byte, []Op) {
 		return [][]byte{nil, le(7)}, []Op{OpDelete, OpPut}
-	})
-	if err != nil {
+	}
+	if err := m.UpdateKeys([][]byte{key(0), []byte("one-too-many")}, swap); !errors.Is(err, ErrFull) {
+		t.Fatalf("delete and insert in one UpdateKeys on a full map: %v, want ErrFull", err)
+	}
+	mustGet(t, m, key(0), string(le(0)))
+	// Deleting first makes room.
+	if _, err := m.Delete(key(0)); err != nil {
 		t.Fatal(err)
 	}
-	mustMiss(t, m, key(0))
-	if v, err := m.Get([]byte("one-too-many")); err != nil || balance(v) != 7 {
-		t.Fatalf("the insert after the delete: %v %v", v, err)
+	if err := m.Put([]byte("one-too-many"), le(7)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -59,7 +59,7 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		}
 	}
 
-	if in := s.hdr.intent.Load(); in != 0 {
+	if in := s.hdr.intent.Load(); in != 0 && in&intentTx == 0 {
 		report("an in-place value update was interrupted (redo record for chunk %d)", in-1)
 		if fix {
 			m.replayRedo(s, t, uint32(in-1))
@@ -100,6 +100,10 @@ func (m *Map) scanSegment(s *segment, t slotTable, fix bool) []string {
 		t.Store(drop, 0)
 		owner[c] = keep
 	}
+
+	// A multi-key update interrupted after it committed is finished here,
+	// once duplicates are gone; one interrupted before, dropped.
+	m.resolveTx(s, t, fix, report)
 
 	// Entries a power cut tore: the checksum of key and value disagrees.
 	// (Entries that handles pin have none that holds.)
@@ -271,6 +275,9 @@ func (m *Map) repairLocked(s *segment) []string {
 		m.loadTable(s)
 	}
 	problems = append(problems, m.scanSegment(s, sharedSlots(s.slots), true)...)
+	m.finishTx(s, func(format string, args ...any) {
+		problems = append(problems, fmt.Sprintf("segment %d: ", s.idx)+fmt.Sprintf(format, args...))
+	})
 	s.hdr.lock.ResetSleepers()
 	endChange(s)
 	return problems
@@ -286,7 +293,7 @@ func (m *Map) recoverAlone() {
 		sv := m.segment(i)
 		s := &sv
 		h := s.hdr
-		if h.lock.Owner() == 0 && h.version.Load()&1 == 0 && h.intent.Load() == 0 && h.detached.Load() == 0 {
+		if h.lock.Owner() == 0 && h.version.Load()&1 == 0 && h.intent.Load() == 0 && h.tx.Load() == 0 && h.detached.Load() == 0 {
 			continue
 		}
 		owner := h.lock.Owner()
