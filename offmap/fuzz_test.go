@@ -56,6 +56,46 @@ func mapImage(t testing.TB, grown bool) []byte {
 	return b
 }
 
+// pendingTxImage is tinyImage with an UpdateKeys over three segments
+// interrupted after it committed: transaction records and words pending,
+// locks held by a dead process.
+func pendingTxImage(t testing.TB) []byte {
+	t.Helper()
+	p := tempPath(t)
+	opts := tinyOptions
+	opts.Segments = 4
+	m, err := Open(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys [][]byte
+	segs := map[uint32]bool{}
+	for i := 0; len(keys) < 3 && i < 256; i++ {
+		k := []byte{'t', byte(i)}
+		if !segs[m.hash(k).seg] {
+			segs[m.hash(k).seg] = true
+			keys = append(keys, k)
+			mustPut(t, m, k, []byte("before"))
+		}
+	}
+	if !runUntilCrash("tx.change", 2, func() {
+		m.UpdateKeys(keys, func([][]byte, []bool) ([][]byte, []Op) {
+			return [][]byte{[]byte("after-1"), nil, []byte("after-three")}, []Op{OpPut, OpDelete, OpPut}
+		})
+	}) {
+		t.Fatal("the transaction's second change was not reached")
+	}
+	for _, k := range keys {
+		m.abandon(k)
+	}
+	m.Close()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // exercise runs every read and write on a map opened from arbitrary bytes;
 // none may panic. Errors are fine.
 func exercise(m *Map) {
@@ -115,7 +155,7 @@ func FuzzOpen(f *testing.F) {
 // after Recover the map must pass Check.
 func FuzzDamage(f *testing.F) {
 	fastHolderChecks(f)
-	imgs := [][]byte{tinyImage(f), grownImage(f)}
+	imgs := [][]byte{tinyImage(f), grownImage(f), pendingTxImage(f)}
 	f.Add([]byte{0, 0, 1, 0xff})
 	f.Add([]byte{0x10, 0, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0x00, 0x02, 4, 1, 0, 0, 0})

@@ -129,7 +129,7 @@ func (m *Map) transact(keys [][]byte, hashes []keyHash, segs []segment, news [][
 				inserts++
 			}
 		}
-		for int(p.seg.hdr.count.Load()+p.seg.hdr.detached.Load())+inserts >= tableLimit(len(p.seg.slots)) {
+		for int(p.seg.hdr.count.Load()+p.seg.hdr.detached.Load())+inserts > tableLimit(len(p.seg.slots)) {
 			if err := m.growSlots(p.seg); err != nil {
 				return err
 			}
