@@ -2,12 +2,14 @@ package offmap_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/offmap/offmap/offmap"
 )
@@ -251,4 +253,55 @@ func ExampleMap_UpdateKeys() {
 		log.Fatal(err)
 	}
 	// Output: 300 300 600
+}
+
+// Entries that expire: a map created with Options.Expiring (or a TTL for
+// every entry) takes a time to live per Put. An expired entry is never
+// returned; Sweep, from any process, reclaims its space.
+func ExampleMap_PutTTL() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 8, Expiring: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+
+	if err := m.PutTTL([]byte("session"), []byte("token"), time.Hour); err != nil {
+		log.Fatal(err)
+	}
+	// An entry whose time is already past: stored, and never read.
+	if err := m.PutExpiring([]byte("stale"), []byte("old"), time.Now().Add(-time.Second)); err != nil {
+		log.Fatal(err)
+	}
+	v, _ := m.Get([]byte("session"))
+	_, err = m.Get([]byte("stale"))
+	fmt.Println(string(v), errors.Is(err, offmap.ErrNotFound))
+	n, err := m.Sweep()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("swept", n, "left", m.Len())
+	// Output:
+	// token true
+	// swept 1 left 1
+}
+
+// Entry checksums: chosen when the file is created, kept by every write.
+// After a power cut, Check reports entries whose bytes do not match their
+// checksum (a write the disk tore) and Recover drops them, so a reader
+// never gets half of a value.
+func ExampleOptions_checksumEntries() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 32, ChecksumEntries: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Put([]byte("order-1"), []byte(`{"qty":5,"px":101.25}`)); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(m.Stats().ChecksumEntries, m.Check())
+	// Output: true <nil>
 }

@@ -248,3 +248,37 @@ func ExampleNewAppender() {
 	// 1 1234500 100 0
 	// 2 1234700 50 1
 }
+
+// A process that only reads learns of the cycle files other processes
+// create and delete (Options.OnCycle tells a process only of its own).
+func ExampleQueue_WatchCycles() {
+	dir, err := os.MkdirTemp("", "events")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	w, err := queue.Open(dir, queue.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Append([]byte("first")); err != nil { // creates today's cycle file
+		log.Fatal(err)
+	}
+
+	r, err := queue.Open(dir, queue.Options{ReadOnly: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = r.WatchCycles(ctx, 10*time.Millisecond, func(e queue.CycleEvent) {
+		fmt.Println(e.Kind == queue.CycleCreated, filepath.Dir(e.Path) == dir)
+		cancel() // one event is enough here
+	})
+	fmt.Println(err)
+	// Output:
+	// true true
+	// context canceled
+}
