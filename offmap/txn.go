@@ -266,6 +266,9 @@ func (m *Map) resolveTx(s *segment, t slotTable, fix bool, report func(string, .
 	}
 	commitSeg := int(word & txSegMask)
 	id := word &^ txCommitted
+	if commitSeg == s.idx && in == 0 {
+		return // its own part is resolved; finishTx waits for the others
+	}
 	committed := false
 	if commitSeg < int(m.hdr.Segments) {
 		committed = m.segment(uint32(commitSeg)).hdr.tx.Load() == id|txCommitted
