@@ -417,3 +417,20 @@ func TestHelpText(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpSkip: --skip drops a prefix of every message (shorter messages
+// print empty), in text and JSON, for dump and follow alike.
+func TestDumpSkip(t *testing.T) {
+	q := newQueue(t, "0123456789abcdefhello\nshort\n")
+	out, errOut, code := offqueue(t, "", "dump", "--skip", "16", q)
+	if code != 0 || out != "0:0\t5\t\"hello\"\n0:1\t0\t\"\"\n" {
+		t.Fatalf("dump --skip 16: exit %d, %q %q", code, out, errOut)
+	}
+	out, _, code = offqueue(t, "", "dump", "--json", "--skip", "10", "-n", "1", q)
+	if code != 0 || !strings.Contains(out, `"length":11,"payload":"abcdefhello"`) {
+		t.Fatalf("dump --json --skip 10: exit %d, %q", code, out)
+	}
+	if _, errOut, code := offqueue(t, "", "dump", "--skip", "-1", q); code != 2 || !strings.Contains(errOut, "not a number of bytes") {
+		t.Fatalf("dump --skip -1: exit %d, %q", code, errOut)
+	}
+}

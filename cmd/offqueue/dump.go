@@ -62,7 +62,12 @@ A message of another size is printed as without --layout (with
   offqueue dump --layout 'ID:uint64,Qty:int32,Side:uint8,_:[3]byte' DIR
   0:0	16	{"ID":1,"Qty":5,"Side":1}
 
-The format flags are --hex, --json and --layout.
+--skip BYTES drops the first BYTES of every message before it is printed
+(the length printed is what remains): 16 shows the payloads of a queue
+that 'offrepl ingest' fills, without the frame that holds the engine's
+sequence.
+
+The format flags are --hex, --json, --layout and --skip.
 
 Dump opens the queue read-only and changes nothing.`,
 	examples: `  offqueue dump /var/queues/orders
@@ -101,6 +106,7 @@ processes wake it (a read-only follower polls), but appends nothing.`,
 type msgFormat struct {
 	hex, json bool
 	layout    *layout // --layout: decode typed messages
+	skip      int     // --skip: bytes dropped from the start of each message
 }
 
 func (f *msgFormat) define(fs *flag.FlagSet) {
@@ -110,6 +116,14 @@ func (f *msgFormat) define(fs *flag.FlagSet) {
 		l, err := parseLayout(s)
 		f.layout = l
 		return err
+	})
+	fs.Func("skip", "drop the first `BYTES` of each message before printing it (16: the frame of a queue that 'offrepl ingest' writes)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("--skip %q: not a number of bytes", v)
+		}
+		f.skip = n
+		return nil
 	})
 }
 
@@ -233,6 +247,7 @@ type msgJSON struct {
 // quoted text when it is printable UTF-8, else (or with --hex) in hex; or
 // as a JSON object.
 func (f *msgFormat) print(w io.Writer, idx uint64, msg []byte) error {
+	msg = msg[min(f.skip, len(msg)):]
 	var fields []byte
 	var layoutErr error
 	if f.layout != nil {
