@@ -270,6 +270,8 @@ func TestUpdateKeysKilledAcrossProcesses(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// A worker loops until killed: kill it also when the test fails.
+		t.Cleanup(func() { cmd.Process.Kill() })
 		out := bufio.NewReader(stdout)
 		if line, _ := out.ReadString('\n'); line != "ready\n" {
 			cmd.Process.Kill()
