@@ -107,7 +107,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer t.Stop()
 		tick = t.C
 	}
-	report := func(line string) { fmt.Fprintf(stdout, "%s %s: %s\n", time.Now().Format(time.TimeOnly), cmd.name, line) }
+	report := func(line string) {
+		fmt.Fprintf(stdout, "%s %s: %s\n", time.Now().Format(time.TimeOnly), cmd.name, line)
+	}
 	if err := job(ctx, tick, report); err != nil {
 		fmt.Fprintf(stderr, "offrepl: %s: %v\n", cmd.name, err)
 		return cliargs.ExitError

@@ -54,8 +54,9 @@ func TestHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"help"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+	overview := out.String()
 	for _, cmd := range commands {
-		if !strings.Contains(out.String(), cmd.name) {
+		if !strings.Contains(overview, "\n  "+cmd.name+" ") {
 			t.Errorf("overview lacks %s", cmd.name)
 		}
 		out.Reset()

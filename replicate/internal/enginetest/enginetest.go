@@ -135,6 +135,17 @@ func (c *NATSCluster) Stop(i int) {
 	}
 }
 
+// running counts the nodes not stopped; c.mu is held.
+func (c *NATSCluster) running() int {
+	n := 0
+	for _, s := range c.nodes {
+		if s != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Shutdown stops every node.
 func (c *NATSCluster) Shutdown() {
 	for i := range c.opts {
@@ -160,6 +171,11 @@ func (c *NATSCluster) WaitReady(timeout time.Duration) error {
 			if len(c.opts) > 1 {
 				if s.JetStreamIsLeader() {
 					leaders++
+					// The leader knows every running node as a peer: a
+					// replicated stream can be placed.
+					if len(s.JetStreamClusterPeers()) < c.running() {
+						ready = false
+					}
 				}
 				if !s.JetStreamIsCurrent() {
 					ready = false

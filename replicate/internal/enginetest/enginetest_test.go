@@ -29,8 +29,17 @@ func TestNATSClusterSurvivesNode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}, Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
-		t.Fatal(err)
+	// Placement may still see a peer as offline for a moment after the
+	// cluster formed.
+	for {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}, Replicas: 3, Storage: jetstream.FileStorage})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	publish := func(n int) {
 		for range n {

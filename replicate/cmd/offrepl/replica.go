@@ -1,0 +1,345 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/offmap/offmap/offmap"
+	"github.com/offmap/offmap/replicate/replica"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// The names in this file start with "replica": the other commands' files
+// share the package.
+
+func init() { commands = append(commands, replicaCommand) }
+
+var replicaCommand = &command{
+	name:    "replica",
+	summary: "keep a local map equal to a JetStream KV bucket or a compacted Kafka topic",
+	help: `Keeps the local map file --map equal to a JetStream key-value bucket
+(--nats, --bucket) or a compacted Kafka topic (--kafka, --topic): every
+change the engine orders is applied to the map, in the engine's order, so
+that this host's processes read the bucket with offmap.Open and Get at
+memory speed. Writes go through the engine (the replica package's Put,
+Delete and, on JetStream, compare-and-set; or any client of the engine),
+never to the map. Deletes, purges, tombstones and the markers JetStream
+places when it expires keys are applied as deletes.
+
+The map keeps the last revision applied (keys starting with a zero byte,
+"\x00offmap-replica..."; skip them when iterating). After a restart the
+replica resumes right after it; when the engine no longer holds the
+history after it (purged, compacted, retention, a bucket or topic made
+again) it resyncs: it reads the engine's current state and deletes the
+local keys the engine no longer has. A kill at any instant loses nothing.
+While the engine is unreachable the map keeps serving reads and the
+replica retries with back-off. Only one replica may apply to a map (a
+lock file, MAP.replica-lock, enforces it).
+
+The bucket is created if missing (--replicas, --history, --ttl,
+--marker-ttl; its largest value is --max-value when given), the topic
+too, compacted (--partitions, --replication-factor). The map is created
+if missing, sized by --entries and the average sizes; it grows as it
+fills.
+
+The progress line: the revision applied (Kafka: offsets summed over the
+partitions), the engine's last, the lag between them, the keys in the
+map, and the last error while the engine is failing.`,
+	examples: `  # a JetStream cluster's bucket into a map on tmpfs; the bucket made R3 if new
+  offrepl replica --map /dev/shm/prices.map --nats nats://a:4222,nats://b:4222,nats://c:4222 --bucket prices --replicas 3
+  # credentials and TLS, 10 million keys, expiring as the bucket expires them
+  offrepl replica --map /data/users.map --entries 10000000 --avg-key 24 --avg-value 200 --expiring --nats tls://a:4222 --bucket users --creds app.creds --tls-ca ca.pem
+  # a compacted Kafka topic, SASL/SCRAM over TLS, progress each second
+  offrepl replica --map /dev/shm/config.map --kafka k1:9093,k2:9093 --topic config --sasl scram-sha-512 --user app --password-file pw --tls --progress 1s
+  # start over from the engine's state, deleting whatever else the map holds
+  offrepl replica --map /dev/shm/prices.map --nats nats://a:4222 --bucket prices --resync --take-over
+`,
+	setup: replicaSetup,
+}
+
+type replicaFlags struct {
+	path                              string
+	entries, avgKey, avgValue         int
+	maxKey, maxValue                  int
+	maxFileSize                       int64
+	expiring                          bool
+	natsURLs, bucket                  string
+	replicas, history                 int
+	ttl, markerTTL                    time.Duration
+	kafkaSeeds, topic                 string
+	partitions, replicationFactor     int
+	creds, user, passwordFile, sasl   string
+	useTLS                            bool
+	tlsCA, tlsCert, tlsKey            string
+	resync, takeOver                  bool
+	poll, timeout, retryMin, retryMax time.Duration
+}
+
+func replicaSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+	f := &replicaFlags{}
+	fs.StringVar(&f.path, "map", "", "the local map `FILE` (created if missing)")
+	fs.IntVar(&f.entries, "entries", 100_000, "entries a new map starts with room for (`N`; it grows)")
+	fs.IntVar(&f.avgKey, "avg-key", 32, "average key size of a new map, in `BYTES`")
+	fs.IntVar(&f.avgValue, "avg-value", 256, "average value size of a new map, in `BYTES`")
+	fs.IntVar(&f.maxKey, "max-key", 0, "largest key of a new map, in `BYTES` (default: max(8 x average, 256))")
+	fs.IntVar(&f.maxValue, "max-value", 0, "largest value of a new map, in `BYTES` (default: max(8 x average, 256)); also a new bucket's limit")
+	fs.Int64Var(&f.maxFileSize, "max-file-size", 0, "largest a new map may grow, in `BYTES` (default 64 GiB)")
+	fs.BoolVar(&f.expiring, "expiring", false, "a new map's entries expire when the bucket expires them (its TTL, a key's own TTL), even before the server's marker comes")
+	fs.StringVar(&f.natsURLs, "nats", "", "JetStream server `URLS`, comma-separated")
+	fs.StringVar(&f.bucket, "bucket", "", "the key-value bucket's `NAME`")
+	fs.IntVar(&f.replicas, "replicas", 1, "`N` copies of a new bucket in the JetStream cluster")
+	fs.IntVar(&f.history, "history", 1, "revisions per key a new bucket keeps (`N`)")
+	fs.DurationVar(&f.ttl, "ttl", 0, "a new bucket's time to live for keys (`DURATION`; 0: none)")
+	fs.DurationVar(&f.markerTTL, "marker-ttl", 0, "a new bucket keeps a delete marker for `DURATION` when it expires a key, so that replicas delete it too (0: no markers; needs nats-server 2.11)")
+	fs.StringVar(&f.kafkaSeeds, "kafka", "", "Kafka seed brokers `HOSTS` (host:port, comma-separated)")
+	fs.StringVar(&f.topic, "topic", "", "the compacted Kafka `TOPIC`")
+	fs.IntVar(&f.partitions, "partitions", 1, "`N` partitions of a new topic")
+	fs.IntVar(&f.replicationFactor, "replication-factor", -1, "copies of a new topic's partitions (`N`; -1: the brokers' default)")
+	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE` (JWT and nkey seed)")
+	fs.StringVar(&f.user, "user", "", "`USER` name: NATS user, or Kafka SASL user")
+	fs.StringVar(&f.passwordFile, "password-file", "", "read the password from `FILE` (not a flag: flags show in ps)")
+	fs.StringVar(&f.sasl, "sasl", "", "Kafka SASL `MECHANISM`: plain, scram-sha-256 or scram-sha-512")
+	fs.BoolVar(&f.useTLS, "tls", false, "connect with TLS (implied by --tls-ca and --tls-cert)")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "trust the certificate authorities in PEM `FILE` (default: the system's)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "client certificate PEM `FILE`, for mutual TLS (with --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "client key PEM `FILE`")
+	fs.BoolVar(&f.resync, "resync", false, "start with a full resync: the engine's current state, deleting local keys it lacks")
+	fs.BoolVar(&f.takeOver, "take-over", false, "take a map that is no replica, or replicates another source, deleting what the engine lacks")
+	fs.DurationVar(&f.poll, "poll", time.Second, "ask the engine for its head every `INTERVAL` (lag, caught-up time)")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound each request to the engine to `DURATION`")
+	fs.DurationVar(&f.retryMin, "retry-min", 100*time.Millisecond, "first back-off `INTERVAL` after a failure")
+	fs.DurationVar(&f.retryMax, "retry-max", 5*time.Second, "longest back-off `INTERVAL`")
+	return func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+		return f.run(ctx, tick, report)
+	}
+}
+
+func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+	if f.path == "" {
+		return errors.New("--map is required")
+	}
+	switch {
+	case (f.natsURLs == "") == (f.kafkaSeeds == ""):
+		return errors.New("give one of --nats (with --bucket) and --kafka (with --topic)")
+	case f.natsURLs != "" && f.bucket == "":
+		return errors.New("--nats needs --bucket")
+	case f.natsURLs != "" && (f.topic != "" || f.sasl != ""):
+		return errors.New("--topic and --sasl are for --kafka")
+	case f.kafkaSeeds != "" && f.topic == "":
+		return errors.New("--kafka needs --topic")
+	case f.kafkaSeeds != "" && (f.bucket != "" || f.creds != ""):
+		return errors.New("--bucket and --creds are for --nats")
+	}
+	password := ""
+	if f.passwordFile != "" {
+		b, err := os.ReadFile(f.passwordFile)
+		if err != nil {
+			return fmt.Errorf("--password-file: %w", err)
+		}
+		password = strings.TrimRight(string(b), "\r\n")
+	}
+	tlsConfig, err := f.tlsConfig()
+	if err != nil {
+		return err
+	}
+	opts := offmap.Options{
+		Entries: f.entries, AverageKeySize: f.avgKey, AverageValueSize: f.avgValue,
+		MaxKeySize: f.maxKey, MaxValueSize: f.maxValue, MaxFileSize: f.maxFileSize, Expiring: f.expiring,
+	}
+	if _, err := os.Stat(f.path); err == nil {
+		opts = offmap.Options{} // the file's own sizes
+	}
+	cfg := replica.Config{
+		Resync: f.resync, TakeOver: f.takeOver, PollInterval: f.poll, Timeout: f.timeout,
+		MinBackoff: f.retryMin, MaxBackoff: f.retryMax,
+		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+	}
+
+	var r *replica.Replica
+	var ensure func(context.Context) (string, error) // creates the bucket or topic if missing
+	if f.natsURLs != "" {
+		nopts := []nats.Option{nats.Name("offrepl replica " + f.path), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(f.retryMin)}
+		if f.creds != "" {
+			nopts = append(nopts, nats.UserCredentials(f.creds))
+		}
+		if f.user != "" {
+			nopts = append(nopts, nats.UserInfo(f.user, password))
+		}
+		if tlsConfig != nil {
+			nopts = append(nopts, nats.Secure(tlsConfig))
+		}
+		nc, err := nats.Connect(f.natsURLs, nopts...)
+		if err != nil {
+			return fmt.Errorf("--nats: %w", err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		if r, err = replica.OpenJetStream(f.path, opts, js, f.bucket, cfg); err != nil {
+			return err
+		}
+		ensure = func(ctx context.Context) (string, error) { return f.ensureBucket(ctx, js) }
+	} else {
+		kopts := []kgo.Opt{kgo.SeedBrokers(strings.Split(f.kafkaSeeds, ",")...)}
+		switch f.sasl {
+		case "":
+		case "plain":
+			kopts = append(kopts, kgo.SASL(plain.Auth{User: f.user, Pass: password}.AsMechanism()))
+		case "scram-sha-256":
+			kopts = append(kopts, kgo.SASL(scram.Auth{User: f.user, Pass: password}.AsSha256Mechanism()))
+		case "scram-sha-512":
+			kopts = append(kopts, kgo.SASL(scram.Auth{User: f.user, Pass: password}.AsSha512Mechanism()))
+		default:
+			return fmt.Errorf("--sasl %q: want plain, scram-sha-256 or scram-sha-512", f.sasl)
+		}
+		if tlsConfig != nil {
+			kopts = append(kopts, kgo.DialTLSConfig(tlsConfig))
+		}
+		if r, err = replica.OpenKafka(f.path, opts, f.topic, cfg, kopts...); err != nil {
+			return err
+		}
+		ensure = func(ctx context.Context) (string, error) { return f.ensureTopic(ctx, kopts) }
+	}
+	defer r.Close()
+	report("started: " + replicaLine(r.Progress()))
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(runCtx) }()
+	ensured := make(chan string, 1)
+	go func() { // the replica retries meanwhile: reads never wait for the engine
+		for backoff := f.retryMin; ; backoff = min(2*backoff, f.retryMax) {
+			rctx, cancel := context.WithTimeout(runCtx, f.timeout)
+			what, err := ensure(rctx)
+			cancel()
+			if err == nil {
+				ensured <- what
+				return
+			}
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+	}()
+	for {
+		select {
+		case what := <-ensured:
+			if what != "" {
+				report(what)
+			}
+		case <-tick:
+			report(replicaLine(r.Progress()))
+		case err := <-ran:
+			stop()
+			if cerr := r.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				report("stopped: " + replicaLine(r.Progress()))
+			}
+			return err
+		}
+	}
+}
+
+// replicaLine is the progress line.
+func replicaLine(p replica.Progress) string {
+	s := fmt.Sprintf("applied %d head %d lag %d keys %d", p.Applied, p.Head, p.Lag, p.Keys)
+	if p.Resyncing {
+		s += " resyncing"
+	}
+	if !p.CaughtUp.IsZero() {
+		s += " caught-up " + time.Since(p.CaughtUp).Round(time.Millisecond).String() + " ago"
+	}
+	if p.Err != nil {
+		s += " error: " + p.Err.Error()
+	}
+	return s
+}
+
+// ensureBucket creates the bucket if it is missing, and says so.
+func (f *replicaFlags) ensureBucket(ctx context.Context, js jetstream.JetStream) (string, error) {
+	_, err := js.KeyValue(ctx, f.bucket)
+	if err == nil {
+		return "", nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return "", err
+	}
+	cfg := jetstream.KeyValueConfig{Bucket: f.bucket, Replicas: f.replicas, History: uint8(min(max(f.history, 1), 64)), TTL: f.ttl, LimitMarkerTTL: f.markerTTL, Storage: jetstream.FileStorage}
+	if f.maxValue > 0 {
+		cfg.MaxValueSize = int32(min(f.maxValue, 1<<30))
+	}
+	if _, err := js.CreateKeyValue(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+		return "", err
+	}
+	return fmt.Sprintf("created bucket %s (%d replicas)", f.bucket, f.replicas), nil
+}
+
+// ensureTopic creates the topic, compacted, if it is missing, and says so.
+func (f *replicaFlags) ensureTopic(ctx context.Context, kopts []kgo.Opt) (string, error) {
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, int32(max(f.partitions, 1)), int16(f.replicationFactor), map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, f.topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	return fmt.Sprintf("created topic %s (%d partitions, compacted)", f.topic, max(f.partitions, 1)), nil
+}
+
+// tlsConfig builds the TLS configuration the flags ask for, or nil.
+func (f *replicaFlags) tlsConfig() (*tls.Config, error) {
+	if !f.useTLS && f.tlsCA == "" && f.tlsCert == "" && f.tlsKey == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate", f.tlsCA)
+		}
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
