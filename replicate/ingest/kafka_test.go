@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -154,4 +155,79 @@ func deleteRecords(ctx context.Context, cl *kgo.Client, topic string, before int
 		}
 	}
 	return nil
+}
+
+// TestKafkaEngineRestart: the broker stops while an ingest runs: the
+// ingest reports the error and keeps trying, a local tailer reads what
+// was stored, and once the broker is back (same port, same data) the
+// ingest catches up.
+func TestKafkaEngineRestart(t *testing.T) {
+	const batch = 500
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	data := t.TempDir()
+	start := func() *kfake.Cluster {
+		t.Helper()
+		c, err := enginetest.StartKafka(data, 1, kfake.Ports(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := start()
+	defer func() { c.Close() }()
+	if err := c.CreateTopic("events", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	seeds := c.ListenAddrs()
+	cl := producer(t, seeds)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := produce(ctx, cl, "events", 0, batch); err != nil {
+		t.Fatal(err)
+	}
+	in, err := New(Config{
+		Dir:      filepath.Join(t.TempDir(), "q"),
+		Kafka:    &Kafka{Seeds: seeds, Topic: "events"},
+		RetryMin: 20 * time.Millisecond, RetryMax: time.Second,
+		Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	tag := SourceTag(kafkaName("events", 0))
+	r := startReader(t, in.Queue(), tag, 0, true)
+	defer r.stop() // before in.Close
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- in.Run(runCtx) }()
+	r.waitCount(t, batch, time.Minute)
+
+	c.Close()
+	waitFor(t, time.Minute, "Progress to report the broker unreachable", func() bool { return in.Progress().Err != nil })
+	t.Logf("broker down: %v", in.Progress())
+	late := startReader(t, in.Queue(), tag, 0, true)
+	late.waitCount(t, batch, time.Minute)
+	late.stop()
+
+	c = start()
+	if err := produce(ctx, cl, "events", batch, 2*batch); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCount(t, 2*batch, 2*time.Minute)
+	waitFor(t, time.Minute, "the lag to read 0 and the error to clear", func() bool {
+		p := in.Progress()
+		return p.Stored == 2*batch-1 && p.Lag == 0 && p.Err == nil
+	})
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	seqs, msgs := readPartition(t, seeds, "events")
+	r.sameAsEngine(t, seqs, msgs)
 }

@@ -68,7 +68,6 @@ type options struct {
 	engine    edasplit.Engine
 	wait      eda.WaitMode
 	blockSpin time.Duration
-	shared    bool
 	rate      float64
 	batch     time.Duration
 	warmup    time.Duration
@@ -93,13 +92,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{args: args}
 	instances := fs.String("instances", "", "instance counts to try, in order (comma-separated); empty: the sweep up to -max")
 	maxN := fs.Int("max", 50, "the sweep's largest count, when -instances is empty: "+joinInts(ladder)+" up to it")
-	configs := fs.String("configs", "split,engine", "what to run, in order: split (topic 2 bridged through the engine), engine (all topics on it)")
+	configs := fs.String("configs", "split,engine", "what to run, in order: split (topic 2 of each instance bridged through a stream of its own), shared (topic 2 of every instance through one bridge and stream), engine (all topics on the engine)")
 	engine := fs.String("engine", "nats", "the engine: nats (JetStream)")
 	fs.IntVar(&o.engine.Nodes, "nodes", 1, "engine nodes: 1, or 3 (a cluster on loopback)")
 	fs.IntVar(&o.engine.Replicas, "replicas", 0, "replicas of each stream (0: as many as nodes)")
 	wait := fs.String("wait", "park", "how services wait: park (poll, sleep 1/8 of the interval; the study's loop) or block (a goroutine per service)")
 	fs.DurationVar(&o.blockSpin, "block-spin", 0, "split, block wait: how long a service polls its queue before it sleeps (queue.Options.BlockSpin; 0: the queue's default, 50us; -1ns: never)")
-	fs.BoolVar(&o.shared, "shared", false, "split: one bridge (queue, mirror, stream, ingest, queue) for topic 2 of every instance, instead of one per instance")
 	fs.Float64Var(&o.rate, "rate", 1000, "messages a second per instance")
 	fs.DurationVar(&o.batch, "batch", time.Millisecond, "release due sends at most this often (as the peer comparison)")
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up, not measured")
@@ -145,8 +143,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	for _, c := range strings.Split(*configs, ",") {
 		c = strings.TrimSpace(c)
-		if c != "split" && c != "engine" {
-			return nil, fmt.Errorf("-configs: unknown %q (want split, engine)", c)
+		if c != "split" && c != "shared" && c != "engine" {
+			return nil, fmt.Errorf("-configs: unknown %q (want split, shared, engine)", c)
 		}
 		o.configs = append(o.configs, c)
 	}
@@ -211,12 +209,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	rep := &report{opts: o, started: time.Now(), machine: machine()}
-	for _, c := range o.configs {
-		rep.sweeps = append(rep.sweeps, sweep(ctx, o, c, stderr))
-		if ctx.Err() != nil {
-			break
+	// The report file is rewritten after every measurement, so that a run
+	// cut short (a shared machine, a long sweep) leaves what it measured.
+	save := func(sw []sweepResult) {
+		if o.out == "" {
+			return
+		}
+		partial := *rep
+		partial.sweeps = sw
+		var b strings.Builder
+		partial.write(&b)
+		b.WriteString("\n(in progress)\n")
+		if err := os.WriteFile(o.out, []byte(b.String()), 0o644); err != nil {
+			fmt.Fprintln(stderr, "edasplit:", err)
 		}
 	}
+	rep.sweeps = sweep(ctx, o, stderr, save)
 	var b strings.Builder
 	rep.write(&b)
 	io.WriteString(stdout, b.String())
@@ -314,36 +322,79 @@ func (s sweepResult) best(sla time.Duration) (pass, fail int) {
 	return pass, fail
 }
 
-func sweep(ctx context.Context, o *options, config string, stderr io.Writer) sweepResult {
-	res := sweepResult{config: config}
+// sweep measures every configuration at each count in turn, back to
+// back (and their repeats alternating), so that on a shared machine they
+// meet the same conditions; a configuration that failed a count is not
+// tried at larger ones (unless -all). After each measurement, save is
+// called with the results so far.
+func sweep(ctx context.Context, o *options, stderr io.Writer, save func([]sweepResult)) []sweepResult {
+	res := make([]sweepResult, len(o.configs))
+	stopped := make([]bool, len(o.configs))
+	for i, c := range o.configs {
+		res[i].config = c
+	}
 	for _, n := range o.counts {
-		st := setting{n: n}
+		if !slices.Contains(stopped, false) {
+			break
+		}
+		sts := make([]setting, len(o.configs))
+		for i := range sts {
+			sts[i].n = n
+		}
 		for rep := range o.repeat {
-			m, name := measure(ctx, o, config, n, stderr)
-			if name != "" {
-				res.transport = name
-			}
-			st.ms = append(st.ms, m)
-			fmt.Fprintf(stderr, "%s, %d instances, %d/%d (load %.2f, others %.0f%% of a core", config, n, rep+1, o.repeat, m.load[0], m.others)
-			if m.waited > 0 {
-				fmt.Fprintf(stderr, ", after waiting %v for quiet", m.waited.Round(time.Second))
-			}
-			if m.err != nil {
-				fmt.Fprintf(stderr, "): error: %v\n", m.err)
-			} else {
-				fmt.Fprintf(stderr, "): p99.9 %s, CPU %.0f%%, %s (%v)\n", msText(m.r.EndToEnd.P999), m.r.CPU.Percent,
-					verdict(m, o.sla), m.took.Round(time.Second))
-			}
-			if ctx.Err() != nil {
-				break
+			for i, c := range o.configs {
+				if stopped[i] || ctx.Err() != nil {
+					continue
+				}
+				m, name := measure(ctx, o, c, n, stderr)
+				if name != "" {
+					res[i].transport = name
+				}
+				sts[i].ms = append(sts[i].ms, m)
+				logMeasurement(stderr, c, n, rep, o, m)
+				if ctx.Err() == nil {
+					save(withPartial(res, sts, stopped))
+				}
 			}
 		}
-		res.settings = append(res.settings, st)
-		if ctx.Err() != nil || (!st.passes(o.sla) && !o.all) {
+		if ctx.Err() != nil {
 			break
+		}
+		for i := range o.configs {
+			if stopped[i] {
+				continue
+			}
+			res[i].settings = append(res[i].settings, sts[i])
+			if !sts[i].passes(o.sla) && !o.all {
+				stopped[i] = true
+			}
 		}
 	}
 	return res
+}
+
+// withPartial is res with the settings being measured added.
+func withPartial(res []sweepResult, sts []setting, stopped []bool) []sweepResult {
+	out := slices.Clone(res)
+	for i := range out {
+		if !stopped[i] && len(sts[i].ms) > 0 {
+			out[i].settings = append(slices.Clone(out[i].settings), sts[i])
+		}
+	}
+	return out
+}
+
+func logMeasurement(w io.Writer, config string, n, rep int, o *options, m measurement) {
+	fmt.Fprintf(w, "%s, %d instances, %d/%d (load %.2f, others %.0f%% of a core", config, n, rep+1, o.repeat, m.load[0], m.others)
+	if m.waited > 0 {
+		fmt.Fprintf(w, ", after waiting %v for quiet", m.waited.Round(time.Second))
+	}
+	if m.err != nil {
+		fmt.Fprintf(w, "): error: %v\n", m.err)
+		return
+	}
+	fmt.Fprintf(w, "): p99.9 %s, CPU %.0f%%, %s (%v)\n", msText(m.r.EndToEnd.P999), m.r.CPU.Percent,
+		verdict(m, o.sla), m.took.Round(time.Second))
 }
 
 // measure runs one setting once.
@@ -359,9 +410,9 @@ func measure(ctx context.Context, o *options, config string, n int, stderr io.Wr
 		Warmup: o.warmup, Runs: o.runs, RunLength: o.runLength, Grace: o.grace, Dir: o.dir,
 		NoServiceProbes: true,
 		Transport: func(dir string) (eda.Transport, error) {
-			if config == "split" {
+			if config != "engine" {
 				t, err := edasplit.NewSplit(dir, edasplit.SplitOptions{
-					Engine: o.engine, Queues: queue.Options{BlockSpin: o.blockSpin}, Shared: o.shared,
+					Engine: o.engine, Queues: queue.Options{BlockSpin: o.blockSpin}, Shared: config == "shared",
 				})
 				if err != nil {
 					return nil, err
@@ -633,7 +684,11 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprint(w, "Latency from the scheduled send to the receiver after five services and six topics, corrected for coordinated omission, over the measured runs, in ms; CPU of this process (chain, mirrors, ingests and the embedded engine), % of one core; others' CPU: what the rest of the machine used meanwhile, % of one core. Exactly once: every message delivered once and intact, every service's counter right, and on each bridged topic the messages appended on host A = acknowledged by the engine = ingested on host B = read by service 3, with the engine's sequences in order.\n\n")
 	for _, s := range r.sweeps {
 		pass, fail := s.best(o.sla)
-		what := map[string]string{"split": "(a) split over the engine", "engine": "(b) all on the engine"}[s.config]
+		what := map[string]string{
+			"split":  "(a) split over the engine, a stream per instance",
+			"shared": "(a') split over the engine, one stream for all instances",
+			"engine": "(b) all on the engine",
+		}[s.config]
 		switch {
 		case pass == 0:
 			fmt.Fprintf(w, "- %s: no count passed p99.9 < %v.\n", what, o.sla)

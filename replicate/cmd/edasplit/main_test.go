@@ -89,7 +89,7 @@ func TestReport(t *testing.T) {
 	r.write(&b)
 	out := b.String()
 	for _, want := range []string{"### split: test", "| 1 | 0 |", "20.00 ms", "| 2 | |", "error: engine gone",
-		"(a) split over the engine: **1 instance** passed p99.9 < 100ms (failed at 2)"} {
+		"(a) split over the engine, a stream per instance: **1 instance** passed p99.9 < 100ms (failed at 2)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
