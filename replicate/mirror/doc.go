@@ -30,7 +30,8 @@
 // for the last message it holds from this source and skips the queue up
 // to it. What the engine holds is the truth; the tailer only saves the
 // search and tells retention (queue.Options.KeepCycles) which cycles are
-// still needed. Neither depends on a time window.
+// still needed. The resumption depends on no time window (JetStream's
+// de-duplication window only covers copies in transit; see below).
 //
 // # JetStream
 //
@@ -39,33 +40,47 @@
 //
 //   - Nats-Msg-Id: SourceID + ":" + index, for the stream's
 //     de-duplication;
-//   - Nats-Expected-Last-Msg-Id: the id of the message before it. The
-//     server stores a message only if the stream's last stored message has
-//     that id. This is what keeps the order: asynchronous publishing alone
-//     can leave holes, for instance when the stream leader changes while
-//     messages are in flight (the old leader's last proposals are lost,
-//     the new leader stores the messages sent after them). With the
-//     expectation, every message after a hole is refused, and the next
-//     session resends from the hole. A late copy of an old message (still
-//     on its way when the mirror was killed) is refused the same way, or
-//     de-duplicated.
+//   - Nats-Expected-Last-Sequence: the stream sequence the message before
+//     it gets. The server stores a message only if the stream's last
+//     sequence is the one expected. This is what keeps the order:
+//     asynchronous publishing alone can leave holes, for instance when the
+//     stream leader changes while messages are in flight (the old
+//     leader's last proposals are lost, the new leader stores the messages
+//     sent after them). With the expectation, every message after a hole
+//     expects a sequence past the stream's last, and is refused; the next
+//     session resends from the hole.
 //
-// On start the mirror reads the stream's last message on Subject
-// (GetLastMsgForSubject); when a publish is refused for a wrong last id,
-// the server's answer names the stream's actual last id, and the next
-// session resumes after that one. The stream's de-duplication window
-// (StreamConfig.Duplicates, 2 minutes by default) is then needed only
-// for a message whose copy is still in flight when the next session
-// starts, and for the very first message of a source (which has no
-// predecessor to expect): the window must outlast a restart of the
-// mirror, which the default does by far.
+// A session starts from the stream's last sequence and the last message
+// of the source, which it reads from the stream's leader (a direct get may
+// be answered by a replica that lags). Its first message goes alone: the
+// others follow once the stream has stored it where expected (or found it
+// a duplicate of a stored one), which proves the starting point. Every
+// acknowledgement must then name the sequence the mirror counted, or the
+// session ends and the next one reads the stream again. A refusal names
+// the stream's actual last sequence, which the next session starts from.
 //
-// The expectation compares with the last message of the whole stream, so
-// the stream must be written by this mirror alone: one stream per source
-// (consumers that want all sources read several streams, or a stream that
-// sources them). A message from anyone else makes the next publish fail
-// with ErrStreamShared, and Run return it; so does a last message on
-// Subject that does not carry this SourceID.
+// The stream's de-duplication window (StreamConfig.Duplicates, 2 minutes
+// by default) serves only for a copy still on its way when the next
+// session starts (sent by a mirror just killed, or by a session that
+// failed): it is found a duplicate. The window must outlast a restart of
+// the mirror, which the default does by far.
+//
+// The sequence is the whole stream's, so the stream must be written by
+// this mirror alone: one stream per source (consumers that want all
+// sources read several streams, or a stream that sources them). A session
+// that finds another's message last in the stream (or on Subject) returns
+// ErrStreamShared, and Run with it; a message someone else stores while a
+// session runs makes the session's next messages expect too low a
+// sequence, and may let one of them in after a refused one before the
+// session ends and the next one stops with ErrStreamShared.
+//
+// Why not chain the messages by id (Nats-Expected-Last-Msg-Id), which
+// would not depend on the stream being exclusive? In nats-server 2.15.3 a
+// replicated stream checks that header only when its replicas apply the
+// message, and a refusal there stops the replicas with a write error: one
+// wrong expectation takes the stream down. Expected sequences are checked
+// by the leader before it proposes the message, and a refusal is
+// harmless (TestClusterRefusalIsHarmless checks it).
 //
 // # Kafka
 //
@@ -99,21 +114,22 @@
 // # Guarantees, and what they rest on
 //
 //   - Order: the engine stores the messages of a source in queue order
-//     (JetStream: by the expected-last-id chain; Kafka: one partition,
-//     one producer, transactions).
+//     (JetStream: by the expected sequences; Kafka: one partition, one
+//     producer, transactions).
 //   - No loss: the tailer is acknowledged only up to what the engine
 //     acknowledged; a message is skipped only when the engine holds a
 //     later one of the same source, which it stores only after this one.
 //   - No duplicate at the engine: resumption after the engine's last
 //     message of the source, plus the refusal of late copies (JetStream:
-//     the chain, and de-duplication within its window for the cases
-//     above; Kafka: fencing by the transactional ID, and read_committed).
+//     the expected sequences, and de-duplication within its window;
+//     Kafka: fencing by the transactional ID, and read_committed).
+//     JetStream's de-duplication must also hold across a change of
+//     stream leader, which is the server's to ensure.
 //   - One mirror per tailer name: Run takes an flock on a file
 //     ".mirror-<name>.lock" in the queue's directory (the kernel drops it
 //     when the process dies) and fails with ErrLocked while another holds
-//     it. Two mirrors of one source into one target would not duplicate
-//     messages either (the chain or the fencing stops them), but they
-//     would keep interrupting each other.
+//     it. Two mirrors of one source into one target would keep
+//     interrupting each other (the expected sequences, or the fencing).
 //   - The queue's own durability: the mirror sends what the queue holds.
 //     After a power loss the queue may have lost messages the engine
 //     already holds; the mirror then finds the engine ahead of the queue

@@ -411,3 +411,23 @@ func sameRecs(t *testing.T, q, e []rec) {
 		t.Fatalf("engine holds %d messages, queue %d", len(e), len(q))
 	}
 }
+
+// serverLogger keeps the warnings and errors of embedded servers.
+type serverLogger struct{ syncBuffer }
+
+type nodeLogger struct {
+	l *serverLogger
+	n int
+}
+
+func (l *serverLogger) node(i int) *nodeLogger { return &nodeLogger{l, i + 1} }
+
+func (l *nodeLogger) log(level, format string, v []any) {
+	fmt.Fprintf(&l.l.syncBuffer, "%s n%d %s %s\n", time.Now().Format("15:04:05.000"), l.n, level, fmt.Sprintf(format, v...))
+}
+func (l *nodeLogger) Noticef(string, ...any)         {}
+func (l *nodeLogger) Debugf(string, ...any)          {}
+func (l *nodeLogger) Tracef(string, ...any)          {}
+func (l *nodeLogger) Warnf(format string, v ...any)  { l.log("WRN", format, v) }
+func (l *nodeLogger) Errorf(format string, v ...any) { l.log("ERR", format, v) }
+func (l *nodeLogger) Fatalf(format string, v ...any) { l.log("FTL", format, v) }

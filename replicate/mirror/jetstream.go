@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -49,24 +50,26 @@ func NewJetStream(cfg Config, target JetStream) (*Mirror, error) {
 	})
 }
 
-// wrongLastID is how the server describes its refusal of a message whose
-// expected last id is not the stream's (error code 10070).
-const (
-	errCodeWrongLastMsgID = 10070
-	wrongLastIDPrefix     = "wrong last msg ID: "
-)
-
 type jsEngine struct {
 	m *Mirror
 	t JetStream
 
 	nc *nats.Conn // ours, when t.Conn is nil
-	// hint is the stream's last message id as the server named it when
-	// it refused a message of the last session; nil when there was no
-	// such refusal. It is set by that session's acknowledging goroutine,
-	// which has exited when open reads it.
-	hint *string
+	// hint is the stream's last sequence as the server named it when it
+	// refused a message of the last session for a wrong expected last
+	// sequence; 0 when there was no such refusal. It is set by that
+	// session's acknowledging goroutine, which has exited when open
+	// reads it.
+	hint uint64
 }
+
+// The server refuses a message whose expected last sequence is not the
+// stream's with this error code, and names the stream's last sequence in
+// the description.
+const (
+	errCodeWrongLastSeq = 10071
+	wrongLastSeqPrefix  = "wrong last sequence: "
+)
 
 func (e *jsEngine) conn() (*nats.Conn, error) {
 	if e.t.Conn != nil {
@@ -110,7 +113,7 @@ func (e *jsEngine) open(ctx context.Context, a *acker, fail context.CancelCauseF
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.m.cfg.Timeout)
 	defer cancel()
-	last, found, expect, err := e.resume(rctx, js)
+	last, found, lastSeq, err := e.resume(rctx, js)
 	if err != nil {
 		js.CleanupPublisher()
 		return nil, 0, false, err
@@ -121,8 +124,9 @@ func (e *jsEngine) open(ctx context.Context, a *acker, fail context.CancelCauseF
 		a:      a,
 		fail:   fail,
 		prefix: e.m.cfg.SourceID + ":",
-		expect: expect,
+		expect: lastSeq,
 		fifo:   make(chan pending, e.m.cfg.MaxInFlight),
+		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
 		// No retry inside the library: a retried message would be sent
 		// out of order (and read from the queue after send returned).
@@ -130,11 +134,11 @@ func (e *jsEngine) open(ctx context.Context, a *acker, fail context.CancelCauseF
 	}
 	s.msg.Subject = e.t.Subject
 	s.msg.Header = nats.Header{
-		jetstream.MsgIDHeader: {""},
-		HeaderSource:          {e.m.cfg.SourceID},
-		HeaderIndex:           {""},
+		jetstream.MsgIDHeader:           {""},
+		HeaderSource:                    {e.m.cfg.SourceID},
+		HeaderIndex:                     {""},
+		jetstream.ExpectedLastSeqHeader: {""},
 	}
-	s.expectHdr = []string{""}
 	var kill context.Context
 	kill, s.kill = context.WithCancel(context.Background())
 	go s.acknowledge(kill)
@@ -142,88 +146,106 @@ func (e *jsEngine) open(ctx context.Context, a *acker, fail context.CancelCauseF
 }
 
 // resume finds the last message of the source the stream holds, and the
-// id the next message must expect as the stream's last.
-func (e *jsEngine) resume(ctx context.Context, js jetstream.JetStream) (last uint64, found bool, expect string, err error) {
-	if h := e.hint; h != nil {
-		e.hint = nil
-		if *h != "" {
-			idx, ok := e.parseID(*h)
-			if !ok {
-				return 0, false, "", fatal(fmt.Errorf("%w: stream %s's last message has id %q, not one of source %q", ErrStreamShared, e.t.Stream, *h, e.m.cfg.SourceID))
-			}
-			return idx, true, *h, nil
-		}
-		// The stream's last message has no id: the stream's messages
-		// were all removed (then look for ours, and expect nothing of
-		// the first), or someone else's came last.
-		if err := e.checkLastIsOurs(ctx, js); err != nil {
-			return 0, false, "", err
-		}
-		last, found, _, err = e.lastOnSubject(ctx, js)
-		return last, found, "", err
-	}
-	return e.lastOnSubject(ctx, js)
-}
-
-// checkLastIsOurs returns ErrStreamShared if the stream's last message is
-// not from this source.
-func (e *jsEngine) checkLastIsOurs(ctx context.Context, js jetstream.JetStream) error {
+// stream's last sequence, which the session's first message expects. It
+// asks the stream's leader, not a replica that may lag (a direct get): a
+// stale answer would have the mirror send again what the stream holds.
+func (e *jsEngine) resume(ctx context.Context, js jetstream.JetStream) (last uint64, found bool, lastSeq uint64, err error) {
 	st, err := js.Stream(ctx, e.t.Stream)
 	if err != nil {
-		return fmt.Errorf("mirror: stream %s: %w", e.t.Stream, err)
+		return 0, false, 0, fmt.Errorf("mirror: stream %s: %w", e.t.Stream, err)
 	}
-	state := st.CachedInfo().State
-	if state.Msgs == 0 {
-		return nil
+	// The stream's last sequence: the one a refusal of the last session
+	// named, when it is ahead of the stream information (the leader
+	// counts the messages on their way too).
+	lastSeq = max(st.CachedInfo().State.LastSeq, e.hint)
+	e.hint = 0
+	if lastSeq == 0 {
+		return 0, false, 0, nil
 	}
-	rm, err := st.GetMsg(ctx, state.LastSeq)
+	rm, err := e.leaderGet(ctx, js, jsMsgGet{Seq: lastSeq})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil
+		// The stream's last message was removed (or all of them): ours
+		// is the last on the subject, if any.
+		rm, err = e.leaderGet(ctx, js, jsMsgGet{LastFor: e.t.Subject})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, false, lastSeq, nil
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("mirror: last message of %s: %w", e.t.Stream, err)
+		return 0, false, 0, err
 	}
 	if src := rm.Header.Get(HeaderSource); src != e.m.cfg.SourceID {
-		return fatal(fmt.Errorf("%w: the last message of %s (sequence %d, subject %s) is from source %q, not %q", ErrStreamShared, e.t.Stream, rm.Sequence, rm.Subject, src, e.m.cfg.SourceID))
-	}
-	return nil
-}
-
-func (e *jsEngine) lastOnSubject(ctx context.Context, js jetstream.JetStream) (uint64, bool, string, error) {
-	st, err := js.Stream(ctx, e.t.Stream)
-	if err != nil {
-		return 0, false, "", fmt.Errorf("mirror: stream %s: %w", e.t.Stream, err)
-	}
-	rm, err := st.GetLastMsgForSubject(ctx, e.t.Subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, false, "", nil
-	}
-	if err != nil {
-		return 0, false, "", fmt.Errorf("mirror: last message of %s on %s: %w", e.t.Stream, e.t.Subject, err)
-	}
-	if src := rm.Header.Get(HeaderSource); src != e.m.cfg.SourceID {
-		return 0, false, "", fatal(fmt.Errorf("%w: the last message on %s (sequence %d) is from source %q, not %q", ErrStreamShared, e.t.Subject, rm.Sequence, src, e.m.cfg.SourceID))
+		return 0, false, 0, fatal(fmt.Errorf("%w: its message %d (on %s) is from source %q, not %q", ErrStreamShared, rm.Sequence, rm.Subject, src, e.m.cfg.SourceID))
 	}
 	idx, err := strconv.ParseUint(rm.Header.Get(HeaderIndex), 10, 64)
 	if err != nil {
-		return 0, false, "", fatal(fmt.Errorf("%w: the last message on %s (sequence %d) has index header %q", ErrStreamShared, e.t.Subject, rm.Sequence, rm.Header.Get(HeaderIndex)))
+		return 0, false, 0, fatal(fmt.Errorf("%w: its message %d (on %s) has index header %q", ErrStreamShared, rm.Sequence, rm.Subject, rm.Header.Get(HeaderIndex)))
 	}
-	return idx, true, rm.Header.Get(jetstream.MsgIDHeader), nil
+	return idx, true, lastSeq, nil
 }
 
-// parseID returns the index in a message id of this source.
-func (e *jsEngine) parseID(id string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(id, e.m.cfg.SourceID+":")
-	if !ok {
-		return 0, false
+// jsMsgGet is the request of the JetStream API's STREAM.MSG.GET.
+type jsMsgGet struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+}
+
+// leaderGet gets a message from the stream's leader through the
+// JetStream API (the client library would use a direct get, answered by
+// any replica, when the stream allows them).
+func (e *jsEngine) leaderGet(ctx context.Context, js jetstream.JetStream, req jsMsgGet) (*jetstream.RawStreamMsg, error) {
+	prefix := js.Options().APIPrefix
+	if d := js.Options().Domain; d != "" {
+		prefix = "$JS." + d + ".API."
 	}
-	idx, err := strconv.ParseUint(rest, 10, 64)
-	return idx, err == nil
+	if prefix == "" {
+		prefix = jetstream.DefaultAPIPrefix
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("message %d", req.Seq)
+	if req.LastFor != "" {
+		what = "last message on " + req.LastFor
+	}
+	reply, err := js.Conn().RequestWithContext(ctx, prefix+"STREAM.MSG.GET."+e.t.Stream, body)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: get %s of %s: %w", what, e.t.Stream, err)
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject  string `json:"subject"`
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("mirror: get %s of %s: %w", what, e.t.Stream, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, fmt.Errorf("mirror: get %s of %s: %w", what, e.t.Stream, resp.Error)
+	}
+	if resp.Message == nil {
+		return nil, fmt.Errorf("mirror: get %s of %s: empty answer", what, e.t.Stream)
+	}
+	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence}
+	if len(resp.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("mirror: get %s of %s: headers: %w", what, e.t.Stream, err)
+		}
+	}
+	return m, nil
 }
 
 // pending is a message in flight.
 type pending struct {
 	idx uint64
+	seq uint64 // the stream sequence it must get
 	f   jetstream.PubAckFuture
 }
 
@@ -236,12 +258,19 @@ type jsSession struct {
 	// The message and its headers are reused: the library writes them to
 	// the connection's buffer before PublishMsgAsync returns, and reads
 	// them again only to retry, which is disabled.
-	msg       nats.Msg
-	expectHdr []string
-	idBuf     []byte
-	prefix    string // SourceID + ":"
-	expect    string // the id of the last message sent (or found)
-	opts      []jetstream.PublishOpt
+	msg    nats.Msg
+	idBuf  []byte
+	prefix string // SourceID + ":"
+	expect uint64 // the stream's last sequence when the next message is stored
+	opts   []jetstream.PublishOpt
+
+	// The session's first message goes alone: the next ones are sent
+	// once the stream has stored it where expected, which proves the
+	// stream's last sequence the session started from.
+	sent    bool          // the first message is sent
+	probing bool          // and its acknowledgement not yet seen by send
+	ready   chan struct{} // closed when it is acknowledged
+	shift   uint64        // set before ready is closed: expect was one too many
 
 	fifo   chan pending // in publish order; its capacity is the window
 	closed bool         // fifo closed
@@ -250,17 +279,21 @@ type jsSession struct {
 }
 
 func (s *jsSession) send(ctx context.Context, idx uint64, payload []byte) error {
+	if s.probing {
+		select {
+		case <-s.ready:
+			s.probing = false
+			s.expect -= s.shift
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 	s.idBuf = strconv.AppendUint(append(s.idBuf[:0], s.prefix...), idx, 10)
 	id := string(s.idBuf)
 	h := s.msg.Header
 	h[jetstream.MsgIDHeader][0] = id
 	h[HeaderIndex][0] = id[len(s.prefix):]
-	if s.expect != "" {
-		s.expectHdr[0] = s.expect
-		h[jetstream.ExpectedLastMsgIDHeader] = s.expectHdr
-	} else {
-		delete(h, jetstream.ExpectedLastMsgIDHeader)
-	}
+	h[jetstream.ExpectedLastSeqHeader][0] = strconv.FormatUint(s.expect, 10)
 	s.msg.Data = payload
 	f, err := s.js.PublishMsgAsync(&s.msg, s.opts...)
 	s.msg.Data = nil
@@ -268,9 +301,12 @@ func (s *jsSession) send(ctx context.Context, idx uint64, payload []byte) error 
 		return fmt.Errorf("mirror: publish index %#x: %w", idx, err)
 	}
 	s.a.m.sent.Add(1)
-	s.expect = id
+	s.expect++
+	if !s.sent {
+		s.sent, s.probing = true, true
+	}
 	select {
-	case s.fifo <- pending{idx, f}:
+	case s.fifo <- pending{idx, s.expect, f}:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
@@ -286,6 +322,7 @@ func (s *jsSession) acknowledge(kill context.Context) {
 	defer close(s.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	first := true
 	for {
 		var p pending
 		select {
@@ -304,12 +341,30 @@ func (s *jsSession) acknowledge(kill context.Context) {
 			}
 			return
 		}
+		if first && ack.Duplicate && ack.Sequence < p.seq {
+			// The first message is a copy of one the stream stored
+			// before the sequence the session started from (and
+			// perhaps lost since, an operator deleting it): it is
+			// stored, and takes no place after that sequence.
+			s.shift = 1
+		} else if ack.Sequence != p.seq {
+			// The stream holds the message elsewhere than where the
+			// session counted (a copy stored earlier, found as a
+			// duplicate): the next session starts again from what
+			// the stream holds.
+			s.fail(fmt.Errorf("mirror: index %#x stored as sequence %d of %s, not %d (duplicate: %v)", p.idx, ack.Sequence, s.e.t.Stream, p.seq, ack.Duplicate))
+			return
+		}
 		if ack.Duplicate {
 			s.e.m.dups.Add(1)
 		}
 		if err := s.a.through(p.idx); err != nil {
 			s.fail(err)
 			return
+		}
+		if first {
+			first = false
+			close(s.ready)
 		}
 	}
 }
@@ -337,17 +392,14 @@ func (s *jsSession) wait(kill context.Context, p pending, timer *time.Timer) (*j
 	}
 }
 
-// refused wraps the error of a publish, and keeps the stream's last id
-// when the server named it.
+// refused wraps the error of a publish, and keeps the stream's last
+// sequence when the server named it.
 func (s *jsSession) refused(idx uint64, err error) error {
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastMsgID {
-		if last, ok := strings.CutPrefix(apiErr.Description, wrongLastIDPrefix); ok {
-			s.e.hint = &last
-			if last != "" {
-				if _, ours := s.e.parseID(last); !ours {
-					return fatal(fmt.Errorf("%w: stream %s's last message has id %q, not one of source %q", ErrStreamShared, s.e.t.Stream, last, s.e.m.cfg.SourceID))
-				}
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastSeq {
+		if rest, ok := strings.CutPrefix(apiErr.Description, wrongLastSeqPrefix); ok {
+			if seq, perr := strconv.ParseUint(rest, 10, 64); perr == nil {
+				s.e.hint = seq
 			}
 		}
 	}
