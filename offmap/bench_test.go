@@ -523,7 +523,14 @@ func BenchmarkCompareAndSwap(b *testing.B) {
 // BenchmarkUpdateKeysTransfer: one transfer between two counters in
 // different segments, the multi-key transaction of txn.go, against
 // BenchmarkUpdateIncrement's one-key Update.
-func BenchmarkUpdateKeysTransfer(b *testing.B) {
+// BenchmarkUpdateKeysTransfer moves 1 between two keys of two segments in
+// one crash-atomic UpdateKeys; BenchmarkTwoUpdatesTransfer does the same
+// with two Updates, which a crash between them would leave half done: the
+// price of the transaction.
+func BenchmarkUpdateKeysTransfer(b *testing.B) { benchTransfer(b, true) }
+func BenchmarkTwoUpdatesTransfer(b *testing.B) { benchTransfer(b, false) }
+
+func benchTransfer(b *testing.B, atomically bool) {
 	m, err := Open(filepath.Join(b.TempDir(), "b.map"), Options{Entries: 1000, AverageKeySize: 10, AverageValueSize: 8})
 	if err != nil {
 		b.Fatal(err)
@@ -543,10 +550,28 @@ func BenchmarkUpdateKeysTransfer(b *testing.B) {
 		binary.LittleEndian.PutUint64(news[1], binary.LittleEndian.Uint64(v[1])+1)
 		return news, ops
 	}
+	add := func(d uint64) func([]byte, bool) ([]byte, Op) {
+		return func(v []byte, _ bool) ([]byte, Op) {
+			binary.LittleEndian.PutUint64(news[0], binary.LittleEndian.Uint64(v)+d)
+			return news[0], OpPut
+		}
+	}
+	take, give := add(^uint64(0)), add(1)
 	b.ResetTimer()
 	for range b.N {
-		if err := m.UpdateKeys(keys, move); err != nil {
+		if atomically {
+			err = m.UpdateKeys(keys, move)
+		} else if err = m.Update(x, take); err == nil {
+			err = m.Update(y, give)
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
+	}
+	b.StopTimer()
+	vx, _ := m.Get(x)
+	vy, _ := m.Get(y)
+	if sum := binary.LittleEndian.Uint64(vx) + binary.LittleEndian.Uint64(vy); sum != 0 {
+		b.Fatalf("the two accounts sum to %d, want 0", int64(sum))
 	}
 }

@@ -32,7 +32,8 @@ var (
 	// of a value that value handles point into, which they change without
 	// any lock: only a 4- or 8-byte word can be changed atomically under
 	// them (Update and CompareAndSwap do), so change it through the
-	// handles.
+	// handles. Also an expiry time (PutTTL, PutExpiring) for such a
+	// value, which would detach the handles when it passed.
 	ErrPinned = errors.New("offmap: value handles point into this value; change it through them")
 	// ErrOptionsMismatch: the options conflict with the existing file.
 	ErrOptionsMismatch = errors.New("offmap: options conflict with the existing file")

@@ -69,13 +69,15 @@ func (m *Map) findLive(s *segment, key []byte, h keyHash) (pos uint32, w uint64,
 
 // PutTTL is Put with a time to live of its own: the entry expires ttl
 // after now. The map must let entries expire (Options.TTL or Expiring).
+// An entry that value handles point into never expires (ErrPinned).
 func (m *Map) PutTTL(key, value []byte, ttl time.Duration) error {
 	return m.PutExpiring(key, value, time.Now().Add(ttl))
 }
 
 // PutExpiring is Put of an entry that expires at the given time (a time
 // in the past stores an entry that no one reads), or never for the zero
-// time. The map must let entries expire (Options.TTL or Expiring).
+// time. The map must let entries expire (Options.TTL or Expiring). An
+// entry that value handles point into never expires (ErrPinned).
 func (m *Map) PutExpiring(key, value []byte, at time.Time) error {
 	if !m.expiring {
 		return fmt.Errorf("%w: %s was created without Options.TTL or Options.Expiring: its entries cannot expire", ErrOptionsMismatch, m.path)
@@ -90,6 +92,7 @@ func (m *Map) PutExpiring(key, value []byte, at time.Time) error {
 	return m.withKey(key, func(sv segment, h keyHash) error {
 		s := &sv
 		s.expires = x // instead of the map's TTL
+		s.ownExpiry = true
 		return m.putLocked(s, key, value, h)
 	})
 }

@@ -2,11 +2,13 @@ package offmap
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -199,3 +201,64 @@ func TestExpiryAcrossProcesses(t *testing.T) {
 		t.Fatalf("after the other process swept: %+v", st)
 	}
 }
+
+// TestExpiryPinned: an entry that value handles point into never expires,
+// or the map's TTL would detach the handles unseen: Acquire creates it
+// without an expiry time and clears an existing one, Put keeps it cleared,
+// and an expiry time of its own is refused.
+func TestExpiryPinned(t *testing.T) {
+	clock := time.Now().UnixNano()
+	withClock(t, &clock)
+	m := openTest(t, Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 8, TTL: time.Minute})
+	mustPut(t, m, []byte("old"), make([]byte, 8)) // expires in a minute, until acquired
+	mustPut(t, m, []byte("plain"), make([]byte, 8))
+	old, err := m.AcquireInt64([]byte("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := m.AcquireUint64([]byte("fresh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type pair struct{ A, B atomic.Int64 }
+	typed, err := Acquire[pair](m, []byte("typed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock += int64(2 * time.Minute)
+	mustMiss(t, m, []byte("plain")) // the clock does make entries expire
+	if n, err := m.Sweep(); err != nil || n != 1 {
+		t.Fatalf("Sweep: %d, %v; want the one unpinned entry", n, err)
+	}
+	old.Add(5)
+	fresh.Add(6)
+	typed.B.Store(7)
+	mustGet(t, m, []byte("old"), string(le64(5)))
+	mustGet(t, m, []byte("fresh"), string(le64(6)))
+	mustGet(t, m, []byte("typed"), string(append(le64(0), le64(7)...)))
+
+	// A Put of the same size stores in place and does not bring the TTL back.
+	mustPut(t, m, []byte("fresh"), le64(10))
+	clock += int64(2 * time.Minute)
+	if n, err := m.Sweep(); err != nil || n != 0 {
+		t.Fatalf("Sweep after a Put to a pinned entry: %d, %v", n, err)
+	}
+	fresh.Add(1)
+	mustGet(t, m, []byte("fresh"), string(le64(11)))
+
+	if err := m.PutTTL([]byte("fresh"), le64(1), time.Second); !errors.Is(err, ErrPinned) {
+		t.Fatalf("PutTTL on a pinned entry: %v, want ErrPinned", err)
+	}
+	if err := m.PutExpiring([]byte("old"), le64(1), time.Now().Add(time.Hour)); !errors.Is(err, ErrPinned) {
+		t.Fatalf("PutExpiring on a pinned entry: %v, want ErrPinned", err)
+	}
+	mustGet(t, m, []byte("fresh"), string(le64(11)))
+	if err := m.PutExpiring([]byte("old"), le64(9), time.Time{}); err != nil { // never: fine
+		t.Fatal(err)
+	}
+	if old.Load() != 9 {
+		t.Fatalf("handle reads %d after PutExpiring(never) of 9", old.Load())
+	}
+}
+
+func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }

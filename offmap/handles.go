@@ -13,6 +13,11 @@ import (
 // detached entry, which no lookup reaches and no other key reuses until
 // every process has closed the map: its writes are simply no longer
 // visible through the map. It never writes into another key's value.
+//
+// In a map whose entries expire, a pinned entry does not: Acquire clears
+// its expiry time, a Put keeps it cleared, and PutTTL or PutExpiring of a
+// time is ErrPinned. Otherwise the map's TTL would detach every handle
+// after a while, silently.
 
 // zeros is the value of a new entry that a handle is acquired on.
 var zeros [4096]byte
@@ -33,6 +38,7 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 	var value []byte
 	err := m.withKey(key, func(sv segment, h keyHash) error {
 		s := &sv
+		s.expires = 0 // a pinned entry never expires (updateLocked)
 		pos, w, e, found, bad := m.findLive(s, key, h)
 		switch {
 		case found && e.valLen != size:
@@ -41,6 +47,7 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 			if w&slotPinned == 0 {
 				s.slots[pos].Store(w | slotPinned)
 			}
+			m.writeExpiry(s, e)
 		case bad:
 			return m.corrupt(s, "a lookup met an entry outside the segment")
 		default:

@@ -50,6 +50,9 @@ type Map struct {
 	timeout    time.Duration
 	guard      *values.Guard
 
+	// keysScratch pools the *keysScratch of UpdateKeys and ViewKeys.
+	keysScratch sync.Pool
+
 	// openRepairs lists what Open repaired when it found itself alone.
 	openRepairs   []string
 	handlesIssued atomic.Bool

@@ -48,7 +48,9 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		return err
 	}
 	defer m.exitWrite()
-	segs, hashes := m.segmentsOf(keys)
+	sc := m.scratchFor(keys)
+	defer m.keysScratch.Put(sc)
+	segs, hashes := sc.segs, sc.hashes
 	for i := range segs {
 		if err := m.lock(&segs[i]); err != nil {
 			for j := range i {
@@ -66,17 +68,16 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		m.stampExpiry(&segs[i])
 	}
 
-	vals := make([][]byte, len(keys))
-	found := make([]bool, len(keys))
-	chunk := make([]uint32, len(keys))
+	vals, found, chunk := sc.vals, sc.found, sc.chunk
 	for i, k := range keys {
-		s := segOf(segs, hashes[i].seg)
+		s := &segs[sc.keySeg[i]]
 		_, w, e, ok, bad := m.findLive(s, k, hashes[i])
 		switch {
 		case ok && w&slotPinned != 0:
 			return fmt.Errorf("%w: UpdateKeys: %q", ErrPinned, k)
 		case ok:
-			vals[i], found[i], chunk[i] = loadValue(nil, s, e), true, slotChunk(w)
+			sc.bufs[i] = loadValue(sc.bufs[i][:0], s, e)
+			vals[i], found[i], chunk[i] = sc.bufs[i], true, slotChunk(w)
 		case bad:
 			return m.corrupt(s, "a lookup met an entry outside the segment")
 		}
@@ -104,7 +105,7 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		beginChange(&segs[i])
 		segs[i].inTx = true
 	}
-	err := m.transact(keys, hashes, segs, news, ops, chunk, found)
+	err := m.transact(keys, sc, news, ops)
 	for i := range segs {
 		segs[i].inTx = false
 		endChange(&segs[i])
@@ -121,14 +122,14 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 	if m.closed.Load() {
 		return ErrClosed
 	}
-	segs, hashes := m.segmentsOf(keys)
-	vals := make([][]byte, len(keys))
-	found := make([]bool, len(keys))
-	versions := make([]uint64, len(segs))
+	sc := m.scratchFor(keys)
+	defer m.keysScratch.Put(sc)
+	segs, vals, found := sc.segs, sc.vals, sc.found
+	versions := sc.versions
 	// quiescent[i]: a read-only process found segment i's writer dead; it
 	// reads that segment as the writer left it, with no version check.
-	quiescent := make([]bool, len(segs))
-	since := make([]time.Time, len(segs))
+	quiescent := sc.quiescent
+	since := sc.since
 	for try := 0; ; try++ {
 		busy, badLookup := -1, false
 		for i := range segs {
@@ -141,7 +142,7 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 			for i := range segs {
 				m.loadTable(&segs[i])
 			}
-			busy = m.viewOnce(keys, hashes, segs, quiescent, vals, found)
+			busy = m.viewOnce(keys, sc)
 			badLookup = busy >= 0
 			for i := range segs {
 				if busy < 0 && !quiescent[i] && segs[i].hdr.version.Load() != versions[i] {
@@ -170,59 +171,107 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 	}
 }
 
-// viewOnce reads every key's value into vals; it returns the index of a
-// segment where a lookup met bytes out of bounds (a torn read: look
+// viewOnce reads every key's value into sc.vals; it returns the index of
+// a segment where a lookup met bytes out of bounds (a torn read: look
 // again), or -1.
-func (m *Map) viewOnce(keys [][]byte, hashes []keyHash, segs []segment, quiescent []bool, vals [][]byte, found []bool) int {
+func (m *Map) viewOnce(keys [][]byte, sc *keysScratch) int {
 	for i, k := range keys {
-		vals[i], found[i] = vals[i][:0], false
+		sc.bufs[i], sc.vals[i], sc.found[i] = sc.bufs[i][:0], nil, false
 		if len(k) > int(m.hdr.MaxKey) {
 			continue
 		}
-		s := segOf(segs, hashes[i].seg)
-		_, w, e, ok, bad := m.find(s, k, hashes[i])
+		j := sc.keySeg[i]
+		s := &sc.segs[j]
+		_, w, e, ok, bad := m.find(s, k, sc.hashes[i])
 		if bad && !ok {
-			return slices.IndexFunc(segs, func(x segment) bool { return x.idx == s.idx })
+			return j
 		}
 		if !ok || m.expired(s, e) {
 			continue
 		}
-		if quiescent[slices.IndexFunc(segs, func(x segment) bool { return x.idx == s.idx })] &&
-			s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
+		if sc.quiescent[j] && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
 			// A dead writer was rewriting this value: what the entry
 			// holds once its redo record is applied.
-			vals[i] = m.scratchValue(vals[i], s, e)
+			sc.bufs[i] = m.scratchValue(sc.bufs[i], s, e)
 		} else {
-			vals[i] = loadValue(vals[i], s, e)
+			sc.bufs[i] = loadValue(sc.bufs[i], s, e)
 		}
-		found[i] = true
+		sc.vals[i], sc.found[i] = sc.bufs[i], true
 	}
 	return -1
 }
 
-// segmentsOf returns the distinct segments of keys, in segment order,
-// and each key's hash.
-func (m *Map) segmentsOf(keys [][]byte) ([]segment, []keyHash) {
-	hashes := make([]keyHash, len(keys))
-	var idx []uint32
-	for i, k := range keys {
-		hashes[i] = m.hash(k)
-		idx = append(idx, hashes[i].seg)
-	}
-	slices.Sort(idx)
-	idx = slices.Compact(idx)
-	segs := make([]segment, len(idx))
-	for i, n := range idx {
-		segs[i] = m.segment(n)
-	}
-	return segs, hashes
+// keysScratch is the memory of one UpdateKeys or ViewKeys call, pooled
+// (Map.keysScratch) so that a call allocates nothing once warm.
+type keysScratch struct {
+	hashes    []keyHash   // per key
+	keySeg    []int       // per key: its segment's index in segs
+	segs      []segment   // the keys' distinct segments, in segment order
+	vals      [][]byte    // per key: its value, for fn (nil: absent)
+	bufs      [][]byte    // per key: the memory of its value
+	found     []bool      // per key
+	chunk     []uint32    // per key: its entry's chunk (UpdateKeys)
+	segIdx    []uint32    // per segment: its number, while sorting
+	parts     []txPart    // per segment: its share of the transaction
+	partList  []*txPart   // the segments that take part, in segment order
+	since     []time.Time // per segment (ViewKeys)
+	versions  []uint64    // per segment (ViewKeys)
+	quiescent []bool      // per segment (ViewKeys)
 }
 
-func segOf(segs []segment, n uint32) *segment {
-	for i := range segs {
-		if segs[i].idx == int(n) {
-			return &segs[i]
-		}
+// scratchFor returns a keysScratch set up for keys: their hashes and their
+// distinct segments, in segment order, with every per-key and
+// per-segment slice cleared.
+func (m *Map) scratchFor(keys [][]byte) *keysScratch {
+	sc, _ := m.keysScratch.Get().(*keysScratch)
+	if sc == nil {
+		sc = new(keysScratch)
 	}
-	panic("offmap: segment not locked")
+	n := len(keys)
+	sc.hashes = resize(sc.hashes, n)
+	sc.keySeg = resize(sc.keySeg, n)
+	sc.vals = resize(sc.vals, n)
+	sc.bufs = grow(sc.bufs, n)
+	sc.found = resize(sc.found, n)
+	sc.chunk = resize(sc.chunk, n)
+	sc.segIdx = sc.segIdx[:0]
+	for i, k := range keys {
+		sc.hashes[i] = m.hash(k)
+		sc.segIdx = append(sc.segIdx, sc.hashes[i].seg)
+	}
+	slices.Sort(sc.segIdx)
+	sc.segIdx = slices.Compact(sc.segIdx)
+	ns := len(sc.segIdx)
+	sc.segs = resize(sc.segs, ns)
+	for i, n := range sc.segIdx {
+		sc.segs[i] = m.segment(n)
+	}
+	for i := range keys {
+		sc.keySeg[i], _ = slices.BinarySearch(sc.segIdx, sc.hashes[i].seg)
+	}
+	sc.parts = grow(sc.parts, ns)
+	for i := range sc.parts {
+		sc.parts[i] = txPart{changes: sc.parts[i].changes[:0]}
+	}
+	sc.since = resize(sc.since, ns)
+	sc.versions = resize(sc.versions, ns)
+	sc.quiescent = resize(sc.quiescent, ns)
+	return sc
+}
+
+// resize returns s with length n and every element zero, in s's memory
+// where it has room.
+func resize[T any](s []T, n int) []T {
+	s = grow(s, n)
+	clear(s)
+	return s
+}
+
+// grow returns s with length n, in s's memory where it has room; the
+// elements it had keep their values (bufs keep their memory so).
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		s = append(s[:cap(s)], make([]T, n-cap(s))...)
+	}
+	return s[:n]
 }

@@ -407,3 +407,62 @@ func TestUpdateKeysAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMultiKeyNoAlloc: once warm, UpdateKeys and ViewKeys allocate
+// nothing (their memory is pooled), also with an insert and a delete in
+// the transaction.
+func TestMultiKeyNoAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items on purpose")
+	}
+	const accounts = 4
+	m := openAccounts(t, tempPath(t), accounts)
+	defer closeChecked(t, m)
+	keys := [][]byte{account(0), account(1), account(2), account(3), []byte("extra")}
+	news := make([][]byte, len(keys))
+	for i := range news {
+		news[i] = make([]byte, 8)
+	}
+	ops := make([]Op, len(keys))
+	var sum int64
+	move := func(v [][]byte, found []bool) ([][]byte, []Op) {
+		for i := range accounts {
+			d := int64(1)
+			if i%2 == 1 {
+				d = -1
+			}
+			binary.LittleEndian.PutUint64(news[i], uint64(balance(v[i])+d))
+			ops[i] = OpPut
+		}
+		ops[accounts] = OpPut // the extra key comes and goes
+		if found[accounts] {
+			ops[accounts] = OpDelete
+		}
+		return news, ops
+	}
+	view := func(v [][]byte, found []bool) {
+		sum = 0
+		for i := range accounts {
+			sum += balance(v[i])
+		}
+	}
+	for name, f := range map[string]func(){
+		"UpdateKeys": func() {
+			if err := m.UpdateKeys(keys, move); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"ViewKeys": func() {
+			if err := m.ViewKeys(keys, view); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		if n := testing.AllocsPerRun(1000, f); n != 0 {
+			t.Errorf("%s: %v allocations per call", name, n)
+		}
+	}
+	if sum != 1000*accounts {
+		t.Fatalf("the accounts sum to %d, want %d", sum, 1000*accounts)
+	}
+}

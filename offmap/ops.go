@@ -127,6 +127,14 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 		return fmt.Errorf("%w: value handles point into this %d-byte value; a %d-byte value cannot replace it",
 			ErrValueSize, e.valLen, len(value))
 	}
+	if w&slotPinned != 0 && m.expiring {
+		// Handles would go on writing into the entry after it expired
+		// and was swept, unseen: pinned entries never expire.
+		if s.ownExpiry && s.expires != 0 {
+			return fmt.Errorf("%w: value handles point into this value, so it cannot expire", ErrPinned)
+		}
+		s.expires = 0
+	}
 	oldN := m.chunksFor(e.keyLen, e.valLen)
 	newN := m.chunksFor(e.keyLen, len(value))
 	c := slotChunk(w)

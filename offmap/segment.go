@@ -57,6 +57,9 @@ type segment struct {
 	// (Unix nanoseconds, 0 = never), where entries have one; now is the
 	// clock reading it judges expiry by (0: readers read the clock).
 	expires, now int64
+	// ownExpiry: expires was asked for (PutTTL, PutExpiring), not the
+	// map's TTL, which a pinned entry does not take.
+	ownExpiry bool
 }
 
 func (m *Map) segment(i uint32) segment {

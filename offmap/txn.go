@@ -96,26 +96,29 @@ func newTxWord(commitSeg int) uint64 {
 	return id<<txSegBits | uint64(commitSeg)
 }
 
-// transact makes the changes of UpdateKeys, with every segment of segs
-// locked and its version odd; found[i] and chunk[i] say where keys[i] is
-// now. parts lists the participants in segment order.
-func (m *Map) transact(keys [][]byte, hashes []keyHash, segs []segment, news [][]byte, ops []Op, chunk []uint32, found []bool) error {
-	var parts []*txPart
-	partOf := make(map[int]*txPart)
+// transact makes the changes of UpdateKeys, with every segment of sc.segs
+// locked and its version odd; sc.found[i] and sc.chunk[i] say where
+// keys[i] is now. The participants are the segments with a change, in
+// segment order.
+func (m *Map) transact(keys [][]byte, sc *keysScratch, news [][]byte, ops []Op) error {
+	hashes, found, chunk := sc.hashes, sc.found, sc.chunk
+	// partOf[i]: the share of keys[i]'s segment (sc.parts is per segment).
+	partOf := func(i int) *txPart { return &sc.parts[sc.keySeg[i]] }
 	for i := range keys {
 		if ops[i] == OpNone || ops[i] == OpDelete && !found[i] {
 			continue
 		}
-		s := segOf(segs, hashes[i].seg)
-		if partOf[s.idx] == nil {
-			partOf[s.idx] = &txPart{seg: s}
+		if p := partOf(i); p.seg == nil {
+			p.seg = &sc.segs[sc.keySeg[i]]
 		}
 	}
-	for i := range segs {
-		if p := partOf[segs[i].idx]; p != nil {
+	parts := sc.partList[:0]
+	for i := range sc.parts {
+		if p := &sc.parts[i]; p.seg != nil {
 			parts = append(parts, p)
 		}
 	}
+	sc.partList = parts
 	if len(parts) == 0 {
 		return nil
 	}
@@ -138,7 +141,7 @@ func (m *Map) transact(keys [][]byte, hashes []keyHash, segs []segment, news [][
 
 	// New values beside the old ones.
 	for i, k := range keys {
-		p := partOf[int(hashes[i].seg)]
+		p := partOf(i)
 		switch {
 		case ops[i] == OpDelete && found[i]:
 			p.changes = append(p.changes, txChange{kind: txDelete, a: chunk[i]})
@@ -182,7 +185,8 @@ func (m *Map) transact(keys [][]byte, hashes []keyHash, segs []segment, news [][
 	parts[0].seg.hdr.tx.Store(word | txCommitted)
 	crash("tx.committed")
 
-	for _, p := range append(parts[1:], parts[0]) {
+	for j := range parts {
+		p := parts[(j+1)%len(parts)] // the commit segment's last
 		for _, ch := range p.changes {
 			m.applyTxChange(p.seg, ch)
 			crash("tx.change")

@@ -19,13 +19,17 @@
 // memory-speed queues within each host, the engine only where data leaves
 // one.
 //
+// By default each instance's topic 2 has a bridge of its own (a queue and
+// a mirror on A, a stream, an ingest and a queue on B), as each of the
+// chain's topics is a queue or a stream of its own everywhere else;
+// SplitOptions.Shared carries every instance's topic 2 over one bridge
+// instead, each message tagged with its topic.
+//
 // The "hosts" are two directories on this machine, and the mirrors and
-// ingests run in-process as goroutines (one mirror and one ingest per
-// instance, as each instance's topic 2 is a queue and a stream of its
-// own), beside an embedded JetStream (one node, or a cluster of three on
-// loopback: Engine) that the transport starts in the run's directory. All
-// of it shares this machine's CPUs with the chain, and all of its CPU is in
-// the run's figure. Clients still reach the engine over TCP, host A's
+// ingests run in-process as goroutines, beside an embedded JetStream (one
+// node, or a cluster of three on loopback: Engine) that the transport
+// starts in the run's directory. All of it shares this machine's CPUs
+// with the chain, and all of its CPU is in the run's figure. Clients still reach the engine over TCP, host A's
 // through node 1 and host B's through node 2 of a cluster, so that the
 // bridge crosses nodes as it would between machines; only the network's
 // own latency is missing.

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/bench/latency"
 	"github.com/offmap/offmap/queue"
+	"github.com/offmap/offmap/replicate/mirror"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -28,17 +29,20 @@ import (
 //
 //	engine: publish (PublishAsync) -> R3 stream -> ordered consumer in
 //	        this process. The engine's own publish-to-consume latency.
-//	ingest: append to queue A -> a tailer of A publishes each message
-//	        (the mirror's hop, done directly here) -> R3 stream -> an
-//	        ingest process appends to queue B -> a tailer of B in this
-//	        process, woken across processes by the queue's doorbell.
+//	direct: append to queue A -> a tailer of A publishes each message
+//	        (the mirror's hop, done directly) -> R3 stream -> an ingest
+//	        process appends to queue B -> a tailer of B in this process,
+//	        woken across processes by the queue's doorbell.
+//	mirror: the same with replicate/mirror (its de-duplication headers,
+//	        expected sequences and acknowledged named tailer) as host A's
+//	        hop, in this process.
 //
 // Host A and host B are one machine here: the clock that stamps and the
 // clock that reads are one (latency.Nanotime). Everything shares the 2
 // cores: the three servers, the harness, the tailers, the ingest process.
 //
 //	go test -run '^$' -bench EndToEnd -benchtime 1x ./ingest
-//	go test -run '^$' -bench EndToEnd/ingest -benchtime 1x ./ingest -ingest.rate 10000
+//	go test -run '^$' -bench EndToEnd/mirror -benchtime 1x ./ingest -ingest.rate 10000
 
 var (
 	benchRate    = flag.Float64("ingest.rate", 2000, "messages per second of BenchmarkEndToEnd")
@@ -50,15 +54,16 @@ var (
 )
 
 func BenchmarkEndToEnd(b *testing.B) {
-	b.Run("engine", func(b *testing.B) { benchEndToEnd(b, false) })
-	b.Run("ingest", func(b *testing.B) { benchEndToEnd(b, true) })
+	for _, path := range []string{"engine", "direct", "mirror"} {
+		b.Run(path, func(b *testing.B) { benchEndToEnd(b, path) })
+	}
 }
 
-func benchEndToEnd(b *testing.B, viaQueues bool) {
+func benchEndToEnd(b *testing.B, name string) {
 	if *benchSize < 8 {
 		b.Fatal("-ingest.size: at least 8 bytes, for the send time")
 	}
-	name := map[bool]string{false: "engine", true: "ingest"}[viaQueues]
+	viaQueues := name != "engine"
 	c, js := natsCluster(b, 3)
 	createStream(b, js, "BENCH", 3)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -172,12 +177,26 @@ func benchEndToEnd(b *testing.B, viaQueues bool) {
 				}
 			}
 		}
-		hop := h.Probe("A: to publish") // scheduled start to PublishAsync by A's tailer
-		readers = append(readers,
-			drain(ta, func(m []byte) { // host A's mirror hop
+		if name == "mirror" {
+			mir, err := mirror.NewJetStream(mirror.Config{Queue: qa, SourceID: "bench/a", OnError: fail},
+				mirror.JetStream{Conn: js.Conn(), Stream: "BENCH", Subject: "bench.x"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			readers = append(readers, func() {
+				if err := mir.Run(ctx); err != nil {
+					fail(err)
+				}
+			})
+		} else {
+			// scheduled start to PublishAsync by A's tailer
+			hop := h.Probe("A: to publish")
+			readers = append(readers, drain(ta, func(m []byte) { // host A's hop
 				hop.Record(latency.Nanotime() - int64(binary.LittleEndian.Uint64(m)))
 				pub(m)
-			}),
+			}))
+		}
+		readers = append(readers,
 			drain(tb, func(m []byte) { // host B's reader
 				_, p, err := Split(m)
 				if err != nil {

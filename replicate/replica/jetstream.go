@@ -16,9 +16,9 @@ import (
 	"github.com/offmap/offmap/values"
 )
 
-// OpenJetStream opens the map file at path (creating it from opts if it
-// does not exist) as a replica of the JetStream key-value bucket named
-// bucket, reached through js (jetstream.New on a connection made with
+// OpenJetStream opens the map file at path (creating it from opts, and
+// its directory, if it does not exist) as a replica of the JetStream
+// key-value bucket named bucket, reached through js (jetstream.New on a connection made with
 // the nats.Options for its servers, credentials and TLS). The bucket must
 // exist when Run or a write first reaches it; Open itself needs no engine.
 //

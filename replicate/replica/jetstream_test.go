@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -189,7 +190,8 @@ func TestJetStreamReplica(t *testing.T) {
 
 // TestJetStreamResume stops a replica, changes the bucket, and opens the
 // map again: the replica resumes after the revision it applied last (no
-// resync, exactly the new changes applied) and equals the bucket.
+// resync, exactly the new changes applied) and equals the bucket. The
+// map's directory does not exist at first (a new host): Open makes it.
 func TestJetStreamResume(t *testing.T) {
 	ctx := testCtx(t, 90*time.Second)
 	_, js := startNATS(t, 1)
@@ -202,7 +204,7 @@ func TestJetStreamResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := mapPath(t, "r")
+	path := filepath.Join(t.TempDir(), "hostA", "maps", "r.map")
 	r := openJS(t, path, js, "b", replica.Config{})
 	stop := runReplica(t, r)
 	syncEqual(t, ctx, r, js, kv)

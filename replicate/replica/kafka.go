@@ -17,11 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OpenKafka opens the map file at path (creating it from opts if it does
-// not exist) as a replica of the compacted Kafka topic, reached with
-// clients made from kopts: kgo.SeedBrokers and the options for SASL and
-// TLS (connection options only: the replica sets how it consumes). Open
-// itself needs no broker.
+// OpenKafka opens the map file at path (creating it from opts, and its
+// directory, if it does not exist) as a replica of the compacted Kafka
+// topic, reached with clients made from kopts: kgo.SeedBrokers and the
+// options for SASL and TLS (connection options only: the replica sets how
+// it consumes). Open itself needs no broker.
 //
 // A key in the map is a record's key; a value the record's value. A
 // tombstone (a record with a null value) deletes its key; records with a

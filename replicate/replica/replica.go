@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,6 +193,12 @@ type Replica struct {
 // open opens the map and settles the state for eng.
 func open(path string, opts offmap.Options, eng engine, cfg Config) (*Replica, error) {
 	cfg.defaults()
+	// A new host has no directory for the map yet: make it, as
+	// queue.Open makes a queue's.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		eng.close()
+		return nil, fmt.Errorf("replica: %w", err)
+	}
 	lock, err := lockFile(path + ".replica-lock")
 	if err != nil {
 		eng.close()
@@ -647,24 +654,15 @@ func (r *Replica) saveState() error {
 	return nil
 }
 
-// position returns the handle on a position word, creating it (never
-// expiring, holding 0) if absent.
+// position returns the handle on a position word, creating it (holding
+// 0) if absent. Handles' entries never expire, also in a map whose entries
+// may.
 func (r *Replica) position(key []byte) (values.Uint64, error) {
-	has, err := r.m.Has(key)
-	if err == nil && !has {
-		if err = r.putNever(key, make([]byte, 8)); err == nil {
-			r.stateKeys.Add(1)
-		}
-	} else if err == nil {
-		r.stateKeys.Add(1)
-	}
-	var h values.Uint64
-	if err == nil {
-		h, err = r.m.AcquireUint64(key)
-	}
+	h, err := r.m.AcquireUint64(key)
 	if err != nil {
 		return h, fmt.Errorf("replica: the position %q in %s: %w", key, r.m.Path(), err)
 	}
+	r.stateKeys.Add(1)
 	return h, nil
 }
 

@@ -5,24 +5,29 @@
 //
 //	edasplit -instances 1,5,10,20        these counts, for both configurations
 //	edasplit -max 50                     1, 2, 5, 10, 15, 20, 30, 40, 50
-//	edasplit -max 50 -o report.md        also write the report to a file
-//	edasplit -max 50 -repeat 3 -quiet 30 each count 3 times, each started when
-//	                                     other processes use under 30 % of a core
+//	edasplit -max 50 -repeat 3 -o r.md   each count 3 times (the median decides),
+//	                                     the report also written to r.md
+//	edasplit -configs split,shared,engine -nodes 3
+//	                                     also the split through one shared stream;
+//	                                     a 3-node cluster, streams R3
 //
 // The split (package edasplit): services 1-2 on host A, 3-5 on host B, topic
 // 2 carried by a mirror (queue on A -> JetStream stream) and an ingest
 // (stream -> queue on B); every other topic is an offmap queue. The
 // hosts are directories of this machine and the mirrors and ingests
 // goroutines of this process, beside an embedded JetStream that each
-// setting starts afresh; the CPU column is all of it.
+// measurement starts afresh; the CPU column is all of it.
 //
 // It prints Markdown: a table per configuration, then the largest count
 // that passed for each. Progress goes to standard error.
 //
 // The machine it was written for is a shared 2-core VM, where other
-// processes come and go: every measurement records the load average and
-// the CPU that other processes used while it ran, -repeat takes the median
-// of several, and -quiet waits for a quiet moment before each.
+// processes come and go. So the configurations are measured at each count
+// back to back (repeats alternating), every measurement records the load
+// average and the CPU other processes used while it ran, -repeat takes the
+// median of several, -quiet waits for a quiet moment before each, and -o
+// is rewritten after every measurement, so that a sweep cut short leaves
+// what it measured.
 package main
 
 import (
