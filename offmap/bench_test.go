@@ -520,9 +520,6 @@ func BenchmarkCompareAndSwap(b *testing.B) {
 	}
 }
 
-// BenchmarkUpdateKeysTransfer: one transfer between two counters in
-// different segments, the multi-key transaction of txn.go, against
-// BenchmarkUpdateIncrement's one-key Update.
 // BenchmarkUpdateKeysTransfer moves 1 between two keys of two segments in
 // one crash-atomic UpdateKeys; BenchmarkTwoUpdatesTransfer does the same
 // with two Updates, which a crash between them would leave half done: the

@@ -57,10 +57,11 @@ func (m *Map) expired(s *segment, e entry) bool {
 }
 
 // findLive is find for writers: an entry that has expired is deleted
-// first, and then is absent.
+// first, and then is absent. A pinned one is not: deleting it would
+// detach its handles.
 func (m *Map) findLive(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e entry, found, bad bool) {
 	pos, w, e, found, bad = m.find(s, key, h)
-	if found && m.expired(s, e) {
+	if found && w&slotPinned == 0 && m.expired(s, e) {
 		m.deleteLocked(s, pos, w, e)
 		pos, w, e, found, bad = m.find(s, key, h)
 	}
@@ -122,7 +123,9 @@ func (m *Map) Sweep() (int, error) {
 				continue
 			}
 			e, ok := m.entryAt(&s, slotChunk(w))
-			if !ok || !expiredAt(s.mem, m.expOff(e), t) {
+			// A pinned entry never expires; one may still carry a time
+			// from a build before that rule.
+			if !ok || w&slotPinned != 0 || !expiredAt(s.mem, m.expOff(e), t) {
 				j++
 				continue
 			}
@@ -139,7 +142,7 @@ func (m *Map) expiredCount(s *segment, t int64) int {
 	n := 0
 	for i := range s.slots {
 		w := s.slots[i].Load()
-		if w == 0 || w&slotDetached != 0 {
+		if w == 0 || w&(slotDetached|slotPinned) != 0 { // pinned: never swept
 			continue
 		}
 		if e, ok := m.entryAt(s, slotChunk(w)); ok && expiredAt(s.mem, m.expOff(e), t) {

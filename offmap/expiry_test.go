@@ -259,6 +259,34 @@ func TestExpiryPinned(t *testing.T) {
 	if old.Load() != 9 {
 		t.Fatalf("handle reads %d after PutExpiring(never) of 9", old.Load())
 	}
+
+	// A 16-byte value is rewritten through the redo record: no TTL either.
+	mustPut(t, m, []byte("typed"), append(le64(1), le64(2)...))
+	// A pinned entry that carries a time (pinned by an older build) is
+	// not deleted by writers or Sweep when the time passes.
+	if err := m.PutTTL([]byte("legacy"), le64(3), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	err = m.withKey([]byte("legacy"), func(sv segment, h keyHash) error {
+		pos, w, _, found, _ := m.find(&sv, []byte("legacy"), h)
+		if !found {
+			return errors.New("legacy not found")
+		}
+		sv.slots[pos].Store(w | slotPinned)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock += int64(2 * time.Minute)
+	if n, err := m.Sweep(); err != nil || n != 0 {
+		t.Fatalf("Sweep after a Put of 16 bytes and a pinned entry with a time: %d, %v", n, err)
+	}
+	typed.A.Add(1)
+	mustGet(t, m, []byte("typed"), string(append(le64(2), le64(2)...)))
+	mustPut(t, m, []byte("legacy"), le64(4)) // a writer meets it: kept, and its time cleared
+	clock += int64(2 * time.Minute)
+	mustGet(t, m, []byte("legacy"), string(le64(4)))
 }
 
 func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }

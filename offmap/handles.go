@@ -17,7 +17,9 @@ import (
 // In a map whose entries expire, a pinned entry does not: Acquire clears
 // its expiry time, a Put keeps it cleared, and PutTTL or PutExpiring of a
 // time is ErrPinned. Otherwise the map's TTL would detach every handle
-// after a while, silently.
+// after a while, silently. (An entry pinned by an older build may carry a
+// time: once it passes, reads see the entry absent until a write or an
+// Acquire clears the time, but neither writers nor Sweep delete it.)
 
 // zeros is the value of a new entry that a handle is acquired on.
 var zeros [4096]byte
@@ -44,10 +46,10 @@ func (m *Map) acquire(key []byte, size int, kind string) ([]byte, error) {
 		case found && e.valLen != size:
 			return fmt.Errorf("%w: the key holds a %d-byte value; an %s handle needs %d bytes", ErrValueSize, e.valLen, kind, size)
 		case found:
+			m.writeExpiry(s, e) // before the pin: no pinned entry ever has a time
 			if w&slotPinned == 0 {
 				s.slots[pos].Store(w | slotPinned)
 			}
-			m.writeExpiry(s, e)
 		case bad:
 			return m.corrupt(s, "a lookup met an entry outside the segment")
 		default:

@@ -13,8 +13,9 @@ import (
 
 // UpdateKeys is Update over several keys at once. It locks the segments
 // of all the keys, in segment order, runs fn once with each key's value
-// (copies, valid during the call; found[i] false when keys[i] is absent),
-// and applies what fn returns: for each key an Op and, for OpPut, its new
+// (copies, valid during the call: values, found and the values' bytes are
+// reused once fn returns, so copy what you keep; found[i] false and
+// values[i] nil when keys[i] is absent), and applies what fn returns: for each key an Op and, for OpPut, its new
 // value. While it runs, the segments' versions stay odd, so readers
 // (Get, ViewKeys) see either none of the changes or all of them: a
 // transfer between two counters never shows a sum that is off.
@@ -77,7 +78,7 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 			return fmt.Errorf("%w: UpdateKeys: %q", ErrPinned, k)
 		case ok:
 			sc.bufs[i] = loadValue(sc.bufs[i][:0], s, e)
-			vals[i], found[i], chunk[i] = sc.bufs[i], true, slotChunk(w)
+			vals[i], found[i], chunk[i] = capped(sc.bufs[i]), true, slotChunk(w)
 		case bad:
 			return m.corrupt(s, "a lookup met an entry outside the segment")
 		}
@@ -114,7 +115,8 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 }
 
 // ViewKeys reads several keys at one instant: fn gets each key's value
-// (copies, valid during the call; found[i] false when keys[i] is absent)
+// (copies, valid during the call and reused after it, as UpdateKeys's;
+// found[i] false and values[i] nil when keys[i] is absent)
 // as they all were together at some moment during the call, even while
 // UpdateKeys changes them. Like Get it takes no lock, unless writers keep
 // the segments busy.
@@ -196,7 +198,7 @@ func (m *Map) viewOnce(keys [][]byte, sc *keysScratch) int {
 		} else {
 			sc.bufs[i] = loadValue(sc.bufs[i], s, e)
 		}
-		sc.vals[i], sc.found[i] = sc.bufs[i], true
+		sc.vals[i], sc.found[i] = capped(sc.bufs[i]), true
 	}
 	return -1
 }
@@ -243,8 +245,8 @@ func (m *Map) scratchFor(keys [][]byte) *keysScratch {
 	sc.segIdx = slices.Compact(sc.segIdx)
 	ns := len(sc.segIdx)
 	sc.segs = resize(sc.segs, ns)
-	for i, n := range sc.segIdx {
-		sc.segs[i] = m.segment(n)
+	for i, seg := range sc.segIdx {
+		sc.segs[i] = m.segment(seg)
 	}
 	for i := range keys {
 		sc.keySeg[i], _ = slices.BinarySearch(sc.segIdx, sc.hashes[i].seg)
@@ -258,6 +260,10 @@ func (m *Map) scratchFor(keys [][]byte) *keysScratch {
 	sc.quiescent = resize(sc.quiescent, ns)
 	return sc
 }
+
+// capped returns b with no room past its length: fn cannot reach bytes
+// an earlier call left in the buffer.
+func capped(b []byte) []byte { return b[:len(b):len(b)] }
 
 // resize returns s with length n and every element zero, in s's memory
 // where it has room.

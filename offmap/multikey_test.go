@@ -466,3 +466,49 @@ func TestMultiKeyNoAlloc(t *testing.T) {
 		t.Fatalf("the accounts sum to %d, want %d", sum, 1000*accounts)
 	}
 }
+
+// TestMultiKeyScratchReuse: calls of different sizes one after another,
+// on the pooled memory, each see exactly their own keys: an absent key is
+// nil and not found, whatever the call before held in its place.
+func TestMultiKeyScratchReuse(t *testing.T) {
+	m := openAccounts(t, tempPath(t), 4)
+	defer closeChecked(t, m)
+	all := [][]byte{account(0), account(1), account(2), account(3), []byte("gone")}
+	mustPut(t, m, []byte("gone"), []byte("0123456789"))
+	check := func(keys [][]byte, want []string) func([][]byte, []bool) {
+		return func(v [][]byte, found []bool) {
+			if len(v) != len(keys) || len(found) != len(keys) {
+				t.Fatalf("%d values and %d flags for %d keys", len(v), len(found), len(keys))
+			}
+			for i := range keys {
+				switch {
+				case want[i] == "" && (found[i] || v[i] != nil):
+					t.Errorf("%s: found %v, value %q; want absent and nil", keys[i], found[i], v[i])
+				case want[i] != "" && (!found[i] || string(v[i]) != want[i] || cap(v[i]) != len(v[i])):
+					t.Errorf("%s: found %v, value %q (cap %d); want %q", keys[i], found[i], v[i], cap(v[i]), want[i])
+				}
+			}
+		}
+	}
+	bal := string(le64(1000))
+	if err := m.ViewKeys(all, check(all, []string{bal, bal, bal, bal, "0123456789"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Delete([]byte("gone")); err != nil {
+		t.Fatal(err)
+	}
+	short := [][]byte{[]byte("gone"), account(2)}
+	if err := m.ViewKeys(short, check(short, []string{"", bal})); err != nil {
+		t.Fatal(err)
+	}
+	err := m.UpdateKeys(all, func(v [][]byte, found []bool) ([][]byte, []Op) {
+		check(all, []string{bal, bal, bal, bal, ""})(v, found)
+		return make([][]byte, len(all)), make([]Op, len(all)) // OpNone
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ViewKeys(all, check(all, []string{bal, bal, bal, bal, ""})); err != nil {
+		t.Fatal(err)
+	}
+}
