@@ -308,7 +308,7 @@ func appendAll(t *testing.T, dir string, appenders, perAppender int, d time.Dura
 // queue exactly once, in the queue's order.
 func TestJetStreamKills(t *testing.T) {
 	const appenders = 3
-	perAppender := scale(200_000, 20_000, 60_000) / appenders
+	perAppender := (scale(200_000, 20_000, 60_000) + appenders - 1) / appenders // at least the total
 	c, err := enginetest.StartNATS(t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
@@ -412,7 +412,7 @@ func TestJetStreamKills(t *testing.T) {
 // producer writes to as well.
 func TestKafkaKills(t *testing.T) {
 	const appenders = 3
-	perAppender := scale(200_000, 20_000, 60_000) / appenders
+	perAppender := (scale(200_000, 20_000, 60_000) + appenders - 1) / appenders // at least the total
 	c, err := enginetest.StartKafka("", 1)
 	if err != nil {
 		t.Fatal(err)
