@@ -15,10 +15,11 @@ import (
 // of all the keys, in segment order, runs fn once with each key's value
 // (copies, valid during the call: values, found and the values' bytes are
 // reused once fn returns, so copy what you keep; found[i] false and
-// values[i] nil when keys[i] is absent), and applies what fn returns: for each key an Op and, for OpPut, its new
-// value. While it runs, the segments' versions stay odd, so readers
-// (Get, ViewKeys) see either none of the changes or all of them: a
-// transfer between two counters never shows a sum that is off.
+// values[i] nil when keys[i] is absent), and applies what fn returns: for
+// each key an Op and, for OpPut, its new value. While it runs, the
+// segments' versions stay odd, so readers (Get, ViewKeys) see either none
+// of the changes or all of them: a transfer between two counters never
+// shows a sum that is off.
 //
 // The changes are one transaction (txn.go), also across a crash: a
 // process killed inside UpdateKeys leaves all of them made or none, and

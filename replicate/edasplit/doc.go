@@ -29,10 +29,10 @@
 // ingests run in-process as goroutines, beside an embedded JetStream (one
 // node, or a cluster of three on loopback: Engine) that the transport
 // starts in the run's directory. All of it shares this machine's CPUs
-// with the chain, and all of its CPU is in the run's figure. Clients still reach the engine over TCP, host A's
-// through node 1 and host B's through node 2 of a cluster, so that the
-// bridge crosses nodes as it would between machines; only the network's
-// own latency is missing.
+// with the chain, and all of its CPU is in the run's figure. Clients still
+// reach the engine over TCP, host A's through node 1 and host B's through
+// node 2 of a cluster, so that the bridge crosses nodes as it would
+// between machines; only the network's own latency is missing.
 //
 // AllOnEngine is the comparison: the whole chain on JetStream, six streams
 // per instance on the same engine.

@@ -1,7 +1,7 @@
 // Command edasplit measures the EDA chain (bench/eda) split over two hosts
 // bridged through an engine, against the same chain run entirely on the
 // engine: for each, the instance counts in turn until p99.9 (corrected for
-// coordinated omission) passes the SLA, and the largest that kept under it.
+// coordinated omission) exceeds the SLA, and the largest that kept under it.
 //
 //	edasplit -instances 1,5,10,20        these counts, for both configurations
 //	edasplit -max 50                     1, 2, 5, 10, 15, 20, 30, 40, 50

@@ -52,9 +52,9 @@ lock file, MAP.replica-lock, enforces it).
 The bucket is created if missing (--replicas, --history, --ttl,
 --marker-ttl; its largest value is --max-value when given), the topic
 too, compacted (--partitions, --replication-factor); the first replica
-to start creates it, so give every host the same of these flags. The map
-(and its directory) is created if missing, sized by --entries and the
-average sizes; it grows as it fills.
+to start creates it, so give every host the same values for these
+flags. The map (and its directory) is created if missing, sized by
+--entries and the average sizes; it grows as it fills.
 
 The progress line: the revision applied (Kafka: offsets summed over the
 partitions), the engine's last, the lag between them, the keys in the
