@@ -480,7 +480,7 @@ func TestCrashInUpdateKeys(t *testing.T) {
 		{"tx.part", 1, true}, {"tx.part", 2, true}, {"tx.part", 3, true},
 	}
 	for _, c := range steps {
-		for _, repair := range []string{"view", "last-first", "reopen"} {
+		for _, repair := range []string{"view", "last-first", "reopen", "read-only"} {
 			t.Run(fmt.Sprintf("%s#%d/%s", c.step, c.nth, repair), func(t *testing.T) {
 				crashUpdateKeys(t, c.step, c.nth, c.completes, repair)
 			})
@@ -561,6 +561,35 @@ func crashUpdateKeys(t *testing.T, step string, nth int, completes bool, repair 
 		if m, err = Open(p, opts); err != nil {
 			t.Fatal(err)
 		}
+	case "read-only":
+		// A read-only process cannot repair: it reads the segments as the
+		// dead writer left them, through the transaction's records, and
+		// sees all of it or none, by ViewKeys and by Get alike. (The
+		// writer then repairs below, as in "view".)
+		ro, err := Open(p, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ro.ViewKeys(keys, func(v [][]byte, found []bool) {
+			for i := range keys {
+				if got := v[i]; !bytes.Equal(got, want[i]) || found[i] != (want[i] != nil) {
+					t.Errorf("read-only ViewKeys: %s = %q (found %v), want %q", keys[i], got, found[i], want[i])
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range keys {
+			got, err := ro.Get(k)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want[i]) {
+				t.Errorf("read-only Get: %s = %q, want %q", k, got, want[i])
+			}
+		}
+		ro.Close()
 	}
 	err = m.ViewKeys(keys, func(v [][]byte, found []bool) {
 		for i := range keys {

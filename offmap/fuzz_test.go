@@ -99,11 +99,15 @@ func pendingTxImage(t testing.TB) []byte {
 // exercise runs every read and write on a map opened from arbitrary bytes;
 // none may panic. Errors are fine.
 func exercise(m *Map) {
+	var tx [][]byte // pendingTxImage's keys: a read-only reader reads them through the records
 	for i := range 8 {
 		k := []byte{'k', byte(i)}
 		m.Get(k)
 		m.Has(k)
+		tx = append(tx, []byte{'t', byte(i)})
+		m.Get(tx[i])
 	}
+	m.ViewKeys(tx, func([][]byte, []bool) {})
 	m.Range(func(k, v []byte) bool { return true })
 	m.Stats()
 	m.Check()
@@ -342,7 +346,7 @@ func FuzzOperations(f *testing.F) {
 // fastHolderChecks makes waiters check a lock holder at once: damaged
 // files name random holders, and fuzzing should not wait for each.
 func fastHolderChecks(f *testing.F) {
-	old := shm.FirstHolderCheck
-	shm.FirstHolderCheck = 0
-	f.Cleanup(func() { shm.FirstHolderCheck = old })
+	old, oldStale := shm.FirstHolderCheck, staleAfter
+	shm.FirstHolderCheck, staleAfter = 0, 0
+	f.Cleanup(func() { shm.FirstHolderCheck, staleAfter = old, oldStale })
 }

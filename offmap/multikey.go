@@ -23,9 +23,10 @@ import (
 //
 // The changes are one transaction (txn.go), also across a crash: a
 // process killed inside UpdateKeys leaves all of them made or none, and
-// whoever next locks one of the segments finishes or drops them. (A
-// read-only process that reads the segments of a killed UpdateKeys before
-// any writer has repaired them sees each as the dead process left it.)
+// whoever next locks one of the segments finishes or drops them. A
+// read-only process, which cannot repair, reads such segments through the
+// transaction's records, all or nothing too, by Get, Has and ViewKeys
+// (Range and All see each segment as the dead process left it).
 // New values are written beside the old ones until all are in place, so
 // UpdateKeys needs room for both: when that room cannot be found
 // (ErrFull), nothing is changed, even where the same changes made one by
@@ -160,8 +161,15 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 				return nil
 			}
 		}
-		if badLookup && m.mapsPast(len(segs[busy].mem)) {
-			continue // another process grew the file: map it and look again
+		if badLookup {
+			if m.mapsPast(len(segs[busy].mem)) {
+				continue // another process grew the file: map it and look again
+			}
+			// Out of bounds under a stable version (or in a segment read
+			// as its dead writer left it) is damage, not a torn read.
+			if quiescent[busy] || segs[busy].hdr.version.Load() == versions[busy] {
+				return m.corrupt(&segs[busy], "a lookup met an entry outside the segment")
+			}
 		}
 		q, err := m.readStep(&segs[busy], try, &since[busy])
 		if err != nil {
@@ -186,6 +194,9 @@ func (m *Map) viewOnce(keys [][]byte, sc *keysScratch) int {
 		j := sc.keySeg[i]
 		s := &sc.segs[j]
 		_, w, e, ok, bad := m.find(s, k, sc.hashes[i])
+		if sc.quiescent[j] {
+			e, ok = m.asCommitted(s, k, w, e, ok)
+		}
 		if bad && !ok {
 			return j
 		}

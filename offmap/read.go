@@ -17,8 +17,8 @@ import (
 const readTries = 64
 
 // staleAfter is how long a read-only reader waits for a writer before it
-// checks whether the writer died.
-const staleAfter = 100 * time.Millisecond
+// checks whether the writer died (a variable for the fuzz tests).
+var staleAfter = 100 * time.Millisecond
 
 // readStep waits before a retry of an optimistic read. After the first
 // attempts it takes the segment lock and releases it: that waits for the
@@ -179,6 +179,9 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 		}
 		m.loadTable(s)
 		_, w, e, found, bad := m.find(s, key, h)
+		if quiescent {
+			e, found = m.asCommitted(s, key, w, e, found)
+		}
 		if found && m.expired(s, e) {
 			found = false
 		}

@@ -398,3 +398,50 @@ func (m *Map) finishTx(s *segment, report func(string, ...any)) {
 	}
 	s.hdr.tx.Store(0)
 }
+
+// asCommitted is a lookup's result (found, the slot word w and entry e of
+// key) as a committed transaction makes it, for a reader of a segment
+// that a dead writer left inside UpdateKeys and that it cannot repair (a
+// read-only process). A transaction switches slots only after its commit,
+// so one that did not commit reads as none of it; one that did may have
+// switched some slots and not others, and its record in this segment says
+// what each key becomes. Every word read from the file is checked: a
+// record that does not hold together leaves the lookup as it was.
+func (m *Map) asCommitted(s *segment, key []byte, w uint64, e entry, found bool) (entry, bool) {
+	word, in := s.hdr.tx.Load(), s.hdr.intent.Load()
+	if word == 0 || in&intentTx == 0 {
+		return e, found // no transaction, or this segment's part is done
+	}
+	commitSeg := word & txSegMask
+	if commitSeg >= uint64(m.hdr.Segments) {
+		return e, found
+	}
+	id := word &^ txCommitted
+	if m.segment(uint32(commitSeg)).hdr.tx.Load() != id|txCommitted {
+		return e, found
+	}
+	off, end, ok := m.chunkAt(s, uint32(in&^intentTx)-1)
+	if !ok || off > end-txRecordHeader || shm.U64(s.mem, off).Load() != id {
+		return e, found
+	}
+	n := shm.U64(s.mem, off+8).Load()
+	if n > uint64((end-off-txRecordHeader)/txChangeSize) {
+		return e, found
+	}
+	for j := range int(n) {
+		o := off + txRecordHeader + j*txChangeSize
+		x := shm.U64(s.mem, o).Load()
+		kind, a, b := uint32(x), uint32(x>>32), uint32(shm.U64(s.mem, o+8).Load())
+		switch {
+		case kind == txDelete && found && slotChunk(w) == a:
+			return entry{}, false
+		case kind == txSwitch && found && slotChunk(w) == a,
+			kind == txInsert && !found:
+			if ne, ok := m.entryAt(s, b); ok && ne.keyLen == len(key) &&
+				shm.Equal(s.mem[ne.keyOff():ne.keyOff()+ne.keyLen], key) {
+				return ne, true
+			}
+		}
+	}
+	return e, found
+}
