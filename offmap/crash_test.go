@@ -589,6 +589,18 @@ func crashUpdateKeys(t *testing.T, step string, nth int, completes bool, repair 
 				t.Errorf("read-only Get: %s = %q, want %q", k, got, want[i])
 			}
 		}
+		seen := map[string]string{}
+		if err := ro.Range(func(k, v []byte) bool { seen[string(k)] = string(v); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != 41 {
+			t.Errorf("read-only Range saw %d entries, want 41", len(seen))
+		}
+		for i, k := range keys {
+			if v, ok := seen[string(k)]; ok != (want[i] != nil) || v != string(want[i]) {
+				t.Errorf("read-only Range: %s = %q (present %v), want %q", k, v, ok, want[i])
+			}
+		}
 		ro.Close()
 	}
 	err = m.ViewKeys(keys, func(v [][]byte, found []bool) {

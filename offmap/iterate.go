@@ -65,15 +65,38 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 		if m.expiring {
 			t = now()
 		}
-		for i := range s.slots {
-			w := s.slots[i].Load()
-			if w == 0 || w&slotDetached != 0 {
-				continue
-			}
-			e, ok := m.entryAt(s, slotChunk(w))
-			if !ok {
-				bad = true
-				continue
+		// A dead writer's committed UpdateKeys, read through its record:
+		// each entry as the transaction makes it (asCommitted), then the
+		// entries it inserts that no slot holds yet.
+		var tx []txChange
+		if quiescent {
+			tx = m.committedChanges(s)
+		}
+		entries := len(s.slots)
+		for i := range entries + len(tx) {
+			var e entry
+			var w uint64
+			if i < entries {
+				if w = s.slots[i].Load(); w == 0 || w&slotDetached != 0 {
+					continue
+				}
+				var ok bool
+				if e, ok = m.entryAt(s, slotChunk(w)); !ok {
+					bad = true
+					continue
+				}
+				if len(tx) > 0 {
+					key := s.mem[e.keyOff() : e.keyOff()+e.keyLen]
+					if e, ok = m.through(s, tx, key, w, e, true); !ok {
+						continue
+					}
+				}
+			} else {
+				ch := tx[i-entries]
+				var ok bool
+				if e, ok = m.entryAt(s, ch.b); ch.kind != txInsert || !ok || m.holdsChunk(s, ch.b) {
+					continue
+				}
 			}
 			if m.expiring && expiredAt(s.mem, m.expOff(e), t) {
 				continue
@@ -82,7 +105,7 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 			buf = append(buf, make([]byte, e.keyLen)...)
 			loadKey(buf[k:], s, e)
 			vs := len(buf)
-			if quiescent && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
+			if quiescent && w != 0 && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
 				// A dead writer was rewriting this value: what the entry
 				// holds once its redo record is applied, as Get reads it.
 				buf = m.scratchValue(buf, s, e)
@@ -106,4 +129,14 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 		}
 		quiescent = q
 	}
+}
+
+// holdsChunk reports whether a slot of s holds the entry at chunk c.
+func (m *Map) holdsChunk(s *segment, c uint32) bool {
+	for i := range s.slots {
+		if w := s.slots[i].Load(); w != 0 && w&slotDetached == 0 && slotChunk(w) == c {
+			return true
+		}
+	}
+	return false
 }

@@ -25,8 +25,7 @@ import (
 // process killed inside UpdateKeys leaves all of them made or none, and
 // whoever next locks one of the segments finishes or drops them. A
 // read-only process, which cannot repair, reads such segments through the
-// transaction's records, all or nothing too, by Get, Has and ViewKeys
-// (Range and All see each segment as the dead process left it).
+// transaction's records: all or nothing too, by every read.
 // New values are written beside the old ones until all are in place, so
 // UpdateKeys needs room for both: when that room cannot be found
 // (ErrFull), nothing is changed, even where the same changes made one by

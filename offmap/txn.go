@@ -399,45 +399,59 @@ func (m *Map) finishTx(s *segment, report func(string, ...any)) {
 	s.hdr.tx.Store(0)
 }
 
-// asCommitted is a lookup's result (found, the slot word w and entry e of
-// key) as a committed transaction makes it, for a reader of a segment
-// that a dead writer left inside UpdateKeys and that it cannot repair (a
-// read-only process). A transaction switches slots only after its commit,
-// so one that did not commit reads as none of it; one that did may have
-// switched some slots and not others, and its record in this segment says
-// what each key becomes. Every word read from the file is checked: a
-// record that does not hold together leaves the lookup as it was.
-func (m *Map) asCommitted(s *segment, key []byte, w uint64, e entry, found bool) (entry, bool) {
+// committedChanges returns the slot changes of s's part of a committed
+// transaction that a dead writer left inside UpdateKeys, from its record
+// in s, for a reader that cannot repair s (a read-only process). A
+// transaction switches slots only after its commit, so one that did not
+// commit has none to read through; one that did may have switched some
+// slots and not others, and the record says what each key becomes. Every
+// word read from the file is checked: a record that does not hold
+// together gives none.
+func (m *Map) committedChanges(s *segment) []txChange {
 	word, in := s.hdr.tx.Load(), s.hdr.intent.Load()
 	if word == 0 || in&intentTx == 0 {
-		return e, found // no transaction, or this segment's part is done
+		return nil // no transaction, or this segment's part is done
 	}
 	commitSeg := word & txSegMask
 	if commitSeg >= uint64(m.hdr.Segments) {
-		return e, found
+		return nil
 	}
 	id := word &^ txCommitted
 	if m.segment(uint32(commitSeg)).hdr.tx.Load() != id|txCommitted {
-		return e, found
+		return nil
 	}
 	off, end, ok := m.chunkAt(s, uint32(in&^intentTx)-1)
 	if !ok || off > end-txRecordHeader || shm.U64(s.mem, off).Load() != id {
-		return e, found
+		return nil
 	}
 	n := shm.U64(s.mem, off+8).Load()
 	if n > uint64((end-off-txRecordHeader)/txChangeSize) {
-		return e, found
+		return nil
 	}
-	for j := range int(n) {
+	changes := make([]txChange, n)
+	for j := range changes {
 		o := off + txRecordHeader + j*txChangeSize
 		x := shm.U64(s.mem, o).Load()
-		kind, a, b := uint32(x), uint32(x>>32), uint32(shm.U64(s.mem, o+8).Load())
+		changes[j] = txChange{kind: uint32(x), a: uint32(x >> 32), b: uint32(shm.U64(s.mem, o+8).Load())}
+	}
+	return changes
+}
+
+// asCommitted is a lookup's result (found, the slot word w and entry e of
+// key) as the committed transaction of committedChanges makes it.
+func (m *Map) asCommitted(s *segment, key []byte, w uint64, e entry, found bool) (entry, bool) {
+	return m.through(s, m.committedChanges(s), key, w, e, found)
+}
+
+// through is asCommitted with the changes read.
+func (m *Map) through(s *segment, changes []txChange, key []byte, w uint64, e entry, found bool) (entry, bool) {
+	for _, ch := range changes {
 		switch {
-		case kind == txDelete && found && slotChunk(w) == a:
+		case ch.kind == txDelete && found && slotChunk(w) == ch.a:
 			return entry{}, false
-		case kind == txSwitch && found && slotChunk(w) == a,
-			kind == txInsert && !found:
-			if ne, ok := m.entryAt(s, b); ok && ne.keyLen == len(key) &&
+		case ch.kind == txSwitch && found && slotChunk(w) == ch.a,
+			ch.kind == txInsert && !found:
+			if ne, ok := m.entryAt(s, ch.b); ok && ne.keyLen == len(key) &&
 				shm.Equal(s.mem[ne.keyOff():ne.keyOff()+ne.keyLen], key) {
 				return ne, true
 			}
