@@ -205,6 +205,10 @@ func (q *Queue) Dir() string { return q.dir }
 // ReadOnly reports whether appends are refused.
 func (q *Queue) ReadOnly() bool { return q.readOnly }
 
+// KeepCycles returns Options.KeepCycles as this process opened the queue
+// with: how many cycle files it keeps when it rolls (0: all).
+func (q *Queue) KeepCycles() int { return q.opts.KeepCycles }
+
 // RollCycle returns the queue's roll cycle.
 func (q *Queue) RollCycle() RollCycle { return q.meta.Roll }
 

@@ -46,7 +46,10 @@
 // queue keeps what the kernel wrote back, and ingest resumes after that
 // (the engine still holds the rest). Queue retention must keep two cycles
 // at least (queue.Options.KeepCycles), so that right after a roll the
-// last stored message is still there to be read.
+// last stored message is still there to be read: New refuses a queue
+// opened with KeepCycles 1. (Ingest is the only appender, so its process
+// is the one that rolls and deletes; do not delete cycles by hand down to
+// the newest.)
 //
 // # Engines
 //

@@ -252,11 +252,15 @@ func (cfg *Config) check() (source, string, error) {
 	if cfg.Queue != nil && cfg.Queue.ReadOnly() {
 		return nil, "", fmt.Errorf("%w: the queue is open read-only", ErrConfig)
 	}
-	if cfg.Queue == nil && cfg.QueueOptions.KeepCycles == 1 {
+	keep := cfg.QueueOptions.KeepCycles
+	if cfg.Queue != nil {
+		keep = cfg.Queue.KeepCycles()
+	}
+	if keep == 1 {
 		// Right after a roll, the newest cycle may still be empty: with
 		// the one before deleted, the queue would look empty and ingest
 		// would start over from the engine's first message.
-		return nil, "", fmt.Errorf("%w: QueueOptions.KeepCycles must keep 2 cycles at least, so that the last stored message survives a roll", ErrConfig)
+		return nil, "", fmt.Errorf("%w: the queue's KeepCycles must keep 2 cycles at least, so that the last stored message survives a roll", ErrConfig)
 	}
 	switch {
 	case (cfg.JetStream == nil) == (cfg.Kafka == nil):

@@ -24,18 +24,24 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
+	one, err := queue.Open(filepath.Join(dir, "one"), queue.Options{KeepCycles: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
 	for name, cfg := range map[string]Config{
-		"no queue":       {JetStream: js},
-		"two queues":     {Dir: dir, Queue: ro, JetStream: js},
-		"read-only":      {Queue: ro, JetStream: js},
-		"no source":      {Dir: dir},
-		"two sources":    {Dir: dir, JetStream: js, Kafka: &Kafka{Seeds: []string{"k:1"}, Topic: "t"}},
-		"no URLs":        {Dir: dir, JetStream: &JetStream{Stream: "S"}},
-		"bad stream":     {Dir: dir, JetStream: &JetStream{URLs: "nats://x", Stream: "a.b"}},
-		"no seeds":       {Dir: dir, Kafka: &Kafka{Topic: "t"}},
-		"no topic":       {Dir: dir, Kafka: &Kafka{Seeds: []string{"k:1"}}},
-		"partition":      {Dir: dir, Kafka: &Kafka{Seeds: []string{"k:1"}, Topic: "t", Partition: -1}},
-		"one cycle kept": {Dir: dir, JetStream: js, QueueOptions: queue.Options{KeepCycles: 1}},
+		"one cycle kept, the caller's queue": {Queue: one, JetStream: js},
+		"no queue":                           {JetStream: js},
+		"two queues":                         {Dir: dir, Queue: ro, JetStream: js},
+		"read-only":                          {Queue: ro, JetStream: js},
+		"no source":                          {Dir: dir},
+		"two sources":                        {Dir: dir, JetStream: js, Kafka: &Kafka{Seeds: []string{"k:1"}, Topic: "t"}},
+		"no URLs":                            {Dir: dir, JetStream: &JetStream{Stream: "S"}},
+		"bad stream":                         {Dir: dir, JetStream: &JetStream{URLs: "nats://x", Stream: "a.b"}},
+		"no seeds":                           {Dir: dir, Kafka: &Kafka{Topic: "t"}},
+		"no topic":                           {Dir: dir, Kafka: &Kafka{Seeds: []string{"k:1"}}},
+		"partition":                          {Dir: dir, Kafka: &Kafka{Seeds: []string{"k:1"}, Topic: "t", Partition: -1}},
+		"one cycle kept":                     {Dir: dir, JetStream: js, QueueOptions: queue.Options{KeepCycles: 1}},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: New error %v, want ErrConfig", name, err)
