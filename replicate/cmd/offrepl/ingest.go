@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,12 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/offmap/offmap/queue"
 	"github.com/offmap/offmap/replicate/ingest"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // The names in this file start with "ingest": the other commands' files
@@ -58,12 +52,9 @@ type ingestFlags struct {
 	natsURLs, stream, subject string
 	kafkaSeeds, topic         string
 	partition                 int
-	creds, user, passwordFile string
-	sasl                      string
-	useTLS                    bool
-	tlsCA, tlsCert, tlsKey    string
-	allowGaps                 bool
-	retryMin, retryMax        time.Duration
+	authFlags
+	allowGaps          bool
+	retryMin, retryMax time.Duration
 }
 
 func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
@@ -76,14 +67,7 @@ func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 	fs.StringVar(&f.kafkaSeeds, "kafka", "", "Kafka seed brokers `HOSTS` (host:port, comma-separated)")
 	fs.StringVar(&f.topic, "topic", "", "the Kafka `TOPIC`")
 	fs.IntVar(&f.partition, "partition", 0, "the topic's partition `N`")
-	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE` (JWT and nkey seed)")
-	fs.StringVar(&f.user, "user", "", "`USER` name: NATS user, or Kafka SASL user")
-	fs.StringVar(&f.passwordFile, "password-file", "", "read the password from `FILE` (not a flag: flags show in ps)")
-	fs.StringVar(&f.sasl, "sasl", "", "Kafka SASL `MECHANISM`: plain, scram-sha-256 or scram-sha-512")
-	fs.BoolVar(&f.useTLS, "tls", false, "connect with TLS (implied by --tls-ca and --tls-cert)")
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "trust the certificate authorities in PEM `FILE` (default: the system's)")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "client certificate PEM `FILE`, for mutual TLS (with --tls-key)")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "client key PEM `FILE`")
+	f.authFlags.define(fs)
 	fs.BoolVar(&f.allowGaps, "allow-gaps", false, "when the engine no longer holds messages the queue lacks, log the gap and go on (default: stop with an error)")
 	fs.DurationVar(&f.retryMin, "retry-min", 100*time.Millisecond, "first back-off `INTERVAL` after a failure")
 	fs.DurationVar(&f.retryMax, "retry-max", 5*time.Second, "longest back-off `INTERVAL`")
@@ -138,18 +122,6 @@ func (f *ingestFlags) config() (ingest.Config, error) {
 	default:
 		return cfg, fmt.Errorf("--roll %q: want daily, hourly, minutely or secondly", f.roll)
 	}
-	password := ""
-	if f.passwordFile != "" {
-		b, err := os.ReadFile(f.passwordFile)
-		if err != nil {
-			return cfg, fmt.Errorf("--password-file: %w", err)
-		}
-		password = strings.TrimRight(string(b), "\r\n")
-	}
-	tlsConfig, err := f.tlsConfig()
-	if err != nil {
-		return cfg, err
-	}
 	switch {
 	case (f.natsURLs == "") == (f.kafkaSeeds == ""):
 		return cfg, errors.New("give one of --nats (with --stream) and --kafka (with --topic)")
@@ -160,17 +132,11 @@ func (f *ingestFlags) config() (ingest.Config, error) {
 		if f.topic != "" || f.sasl != "" {
 			return cfg, errors.New("--topic and --sasl are for --kafka")
 		}
-		js := &ingest.JetStream{URLs: f.natsURLs, Stream: f.stream, Subject: f.subject}
-		if f.creds != "" {
-			js.Options = append(js.Options, nats.UserCredentials(f.creds))
+		opts, err := f.natsOptions()
+		if err != nil {
+			return cfg, err
 		}
-		if f.user != "" {
-			js.Options = append(js.Options, nats.UserInfo(f.user, password))
-		}
-		if tlsConfig != nil {
-			js.Options = append(js.Options, nats.Secure(tlsConfig))
-		}
-		cfg.JetStream = js
+		cfg.JetStream = &ingest.JetStream{URLs: f.natsURLs, Stream: f.stream, Subject: f.subject, Options: opts}
 	default:
 		if f.topic == "" {
 			return cfg, errors.New("--kafka needs --topic")
@@ -178,51 +144,11 @@ func (f *ingestFlags) config() (ingest.Config, error) {
 		if f.stream != "" || f.subject != "" || f.creds != "" {
 			return cfg, errors.New("--stream, --subject and --creds are for --nats")
 		}
-		k := &ingest.Kafka{Seeds: strings.Split(f.kafkaSeeds, ","), Topic: f.topic, Partition: int32(f.partition)}
-		switch f.sasl {
-		case "":
-		case "plain":
-			k.Options = append(k.Options, kgo.SASL(plain.Auth{User: f.user, Pass: password}.AsMechanism()))
-		case "scram-sha-256":
-			k.Options = append(k.Options, kgo.SASL(scram.Auth{User: f.user, Pass: password}.AsSha256Mechanism()))
-		case "scram-sha-512":
-			k.Options = append(k.Options, kgo.SASL(scram.Auth{User: f.user, Pass: password}.AsSha512Mechanism()))
-		default:
-			return cfg, fmt.Errorf("--sasl %q: want plain, scram-sha-256 or scram-sha-512", f.sasl)
+		opts, err := f.kafkaOptions()
+		if err != nil {
+			return cfg, err
 		}
-		if tlsConfig != nil {
-			k.Options = append(k.Options, kgo.DialTLSConfig(tlsConfig))
-		}
-		cfg.Kafka = k
+		cfg.Kafka = &ingest.Kafka{Seeds: strings.Split(f.kafkaSeeds, ","), Topic: f.topic, Partition: int32(f.partition), Options: opts}
 	}
 	return cfg, nil
-}
-
-// tlsConfig builds the TLS configuration the flags ask for, or nil.
-func (f *ingestFlags) tlsConfig() (*tls.Config, error) {
-	if !f.useTLS && f.tlsCA == "" && f.tlsCert == "" && f.tlsKey == "" {
-		return nil, nil
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate", f.tlsCA)
-		}
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
-	}
-	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,9 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/replicate/mirror"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // The names in this file start with "mirror": the other commands' files
@@ -66,10 +61,7 @@ type mirrorFlags struct {
 	partition                   int
 	window                      int
 	timeout, retryMin, retryMax time.Duration
-	creds, user, passwordFile   string
-	sasl                        string
-	useTLS                      bool
-	tlsCA, tlsCert, tlsKey      string
+	authFlags
 }
 
 func mirrorSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
@@ -89,14 +81,7 @@ func mirrorSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "wait for the engine at most `INTERVAL` before retrying")
 	fs.DurationVar(&f.retryMin, "retry-min", 100*time.Millisecond, "first back-off `INTERVAL` after a failure")
 	fs.DurationVar(&f.retryMax, "retry-max", 5*time.Second, "longest back-off `INTERVAL`")
-	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE` (JWT and nkey seed)")
-	fs.StringVar(&f.user, "user", "", "`USER` name: NATS user, or Kafka SASL user")
-	fs.StringVar(&f.passwordFile, "password-file", "", "read the password from `FILE` (not a flag: flags show in ps)")
-	fs.StringVar(&f.sasl, "sasl", "", "Kafka SASL `MECHANISM`: plain, scram-sha-256 or scram-sha-512")
-	fs.BoolVar(&f.useTLS, "tls", false, "connect with TLS (implied by --tls-ca and --tls-cert)")
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "trust the certificate authorities in PEM `FILE` (default: the system's)")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "client certificate PEM `FILE`, for mutual TLS (with --tls-key)")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "client key PEM `FILE`")
+	f.authFlags.define(fs)
 	return func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
 		m, err := f.mirror(ctx, report)
 		if err != nil || m == nil {
@@ -149,18 +134,6 @@ func (f *mirrorFlags) mirror(ctx context.Context, report func(string)) (*mirror.
 		MaxInFlight: f.window, Timeout: f.timeout, RetryMin: f.retryMin, RetryMax: f.retryMax,
 		OnError: func(err error) { fmt.Fprintf(os.Stderr, "%s mirror: %v\n", time.Now().Format(time.TimeOnly), err) },
 	}
-	password := ""
-	if f.passwordFile != "" {
-		b, err := os.ReadFile(f.passwordFile)
-		if err != nil {
-			return nil, fmt.Errorf("--password-file: %w", err)
-		}
-		password = strings.TrimRight(string(b), "\r\n")
-	}
-	tlsConfig, err := f.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
 	switch {
 	case (f.natsURLs == "") == (f.kafkaSeeds == ""):
 		return nil, errors.New("give one of --nats (with --stream and --subject) and --kafka (with --topic)")
@@ -174,16 +147,11 @@ func (f *mirrorFlags) mirror(ctx context.Context, report func(string)) (*mirror.
 		if f.replicas < 1 {
 			return nil, fmt.Errorf("--replicas %d: want 1 or more", f.replicas)
 		}
-		js := mirror.JetStream{URLs: f.natsURLs, Stream: f.stream, Subject: f.subject}
-		if f.creds != "" {
-			js.Options = append(js.Options, nats.UserCredentials(f.creds))
+		opts, err := f.natsOptions()
+		if err != nil {
+			return nil, err
 		}
-		if f.user != "" {
-			js.Options = append(js.Options, nats.UserInfo(f.user, password))
-		}
-		if tlsConfig != nil {
-			js.Options = append(js.Options, nats.Secure(tlsConfig))
-		}
+		js := mirror.JetStream{URLs: f.natsURLs, Stream: f.stream, Subject: f.subject, Options: opts}
 		m, err := mirror.NewJetStream(cfg, js)
 		if err != nil {
 			return nil, err
@@ -199,22 +167,12 @@ func (f *mirrorFlags) mirror(ctx context.Context, report func(string)) (*mirror.
 		if f.stream != "" || f.subject != "" || f.creds != "" {
 			return nil, errors.New("--stream, --subject and --creds are for --nats")
 		}
-		k := mirror.Kafka{Seeds: strings.Split(f.kafkaSeeds, ","), Topic: f.topic, Partition: int32(f.partition), TransactionalID: f.txnID}
-		switch f.sasl {
-		case "":
-		case "plain":
-			k.Options = append(k.Options, kgo.SASL(plain.Auth{User: f.user, Pass: password}.AsMechanism()))
-		case "scram-sha-256":
-			k.Options = append(k.Options, kgo.SASL(scram.Auth{User: f.user, Pass: password}.AsSha256Mechanism()))
-		case "scram-sha-512":
-			k.Options = append(k.Options, kgo.SASL(scram.Auth{User: f.user, Pass: password}.AsSha512Mechanism()))
-		default:
-			return nil, fmt.Errorf("--sasl %q: want plain, scram-sha-256 or scram-sha-512", f.sasl)
+		opts, err := f.kafkaOptions()
+		if err != nil {
+			return nil, err
 		}
-		if tlsConfig != nil {
-			k.Options = append(k.Options, kgo.DialTLSConfig(tlsConfig))
-		}
-		return mirror.NewKafka(cfg, k)
+		return mirror.NewKafka(cfg, mirror.Kafka{Seeds: strings.Split(f.kafkaSeeds, ","), Topic: f.topic,
+			Partition: int32(f.partition), TransactionalID: f.txnID, Options: opts})
 	}
 }
 
@@ -263,33 +221,4 @@ func (f *mirrorFlags) tryEnsureStream(ctx context.Context, t mirror.JetStream) e
 		return nil // another process created it meanwhile
 	}
 	return err
-}
-
-// tlsConfig builds the TLS configuration the flags ask for, or nil.
-func (f *mirrorFlags) tlsConfig() (*tls.Config, error) {
-	if !f.useTLS && f.tlsCA == "" && f.tlsCert == "" && f.tlsKey == "" {
-		return nil, nil
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate", f.tlsCA)
-		}
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
-	}
-	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,8 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // The names in this file start with "replica": the other commands' files
@@ -72,19 +68,17 @@ map, and the last error while the engine is failing.`,
 }
 
 type replicaFlags struct {
-	path                              string
-	entries, avgKey, avgValue         int
-	maxKey, maxValue                  int
-	maxFileSize                       int64
-	expiring                          bool
-	natsURLs, bucket                  string
-	replicas, history                 int
-	ttl, markerTTL                    time.Duration
-	kafkaSeeds, topic                 string
-	partitions, replicationFactor     int
-	creds, user, passwordFile, sasl   string
-	useTLS                            bool
-	tlsCA, tlsCert, tlsKey            string
+	path                          string
+	entries, avgKey, avgValue     int
+	maxKey, maxValue              int
+	maxFileSize                   int64
+	expiring                      bool
+	natsURLs, bucket              string
+	replicas, history             int
+	ttl, markerTTL                time.Duration
+	kafkaSeeds, topic             string
+	partitions, replicationFactor int
+	authFlags
 	resync, takeOver                  bool
 	poll, timeout, retryMin, retryMax time.Duration
 }
@@ -109,14 +103,7 @@ func replicaSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.T
 	fs.StringVar(&f.topic, "topic", "", "the compacted Kafka `TOPIC`")
 	fs.IntVar(&f.partitions, "partitions", 1, "`N` partitions of a new topic")
 	fs.IntVar(&f.replicationFactor, "replication-factor", -1, "copies of a new topic's partitions (`N`; -1: the brokers' default)")
-	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE` (JWT and nkey seed)")
-	fs.StringVar(&f.user, "user", "", "`USER` name: NATS user, or Kafka SASL user")
-	fs.StringVar(&f.passwordFile, "password-file", "", "read the password from `FILE` (not a flag: flags show in ps)")
-	fs.StringVar(&f.sasl, "sasl", "", "Kafka SASL `MECHANISM`: plain, scram-sha-256 or scram-sha-512")
-	fs.BoolVar(&f.useTLS, "tls", false, "connect with TLS (implied by --tls-ca and --tls-cert)")
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "trust the certificate authorities in PEM `FILE` (default: the system's)")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "client certificate PEM `FILE`, for mutual TLS (with --tls-key)")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "client key PEM `FILE`")
+	f.authFlags.define(fs)
 	fs.BoolVar(&f.resync, "resync", false, "start with a full resync: the engine's current state, deleting local keys it lacks")
 	fs.BoolVar(&f.takeOver, "take-over", false, "take a map that is no replica, or replicates another source, deleting what the engine lacks")
 	fs.DurationVar(&f.poll, "poll", time.Second, "ask the engine for its head every `INTERVAL` (lag, caught-up time)")
@@ -144,18 +131,6 @@ func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report fu
 	case f.kafkaSeeds != "" && (f.bucket != "" || f.creds != ""):
 		return errors.New("--bucket and --creds are for --nats")
 	}
-	password := ""
-	if f.passwordFile != "" {
-		b, err := os.ReadFile(f.passwordFile)
-		if err != nil {
-			return fmt.Errorf("--password-file: %w", err)
-		}
-		password = strings.TrimRight(string(b), "\r\n")
-	}
-	tlsConfig, err := f.tlsConfig()
-	if err != nil {
-		return err
-	}
 	opts := offmap.Options{
 		Entries: f.entries, AverageKeySize: f.avgKey, AverageValueSize: f.avgValue,
 		MaxKeySize: f.maxKey, MaxValueSize: f.maxValue, MaxFileSize: f.maxFileSize, Expiring: f.expiring,
@@ -172,16 +147,11 @@ func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report fu
 	var r *replica.Replica
 	var ensure func(context.Context) (string, error) // creates the bucket or topic if missing
 	if f.natsURLs != "" {
-		nopts := []nats.Option{nats.Name("offrepl replica " + f.path), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(f.retryMin)}
-		if f.creds != "" {
-			nopts = append(nopts, nats.UserCredentials(f.creds))
+		auth, err := f.natsOptions()
+		if err != nil {
+			return err
 		}
-		if f.user != "" {
-			nopts = append(nopts, nats.UserInfo(f.user, password))
-		}
-		if tlsConfig != nil {
-			nopts = append(nopts, nats.Secure(tlsConfig))
-		}
+		nopts := append([]nats.Option{nats.Name("offrepl replica " + f.path), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(f.retryMin)}, auth...)
 		nc, err := nats.Connect(f.natsURLs, nopts...)
 		if err != nil {
 			return fmt.Errorf("--nats: %w", err)
@@ -196,21 +166,11 @@ func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report fu
 		}
 		ensure = func(ctx context.Context) (string, error) { return f.ensureBucket(ctx, js) }
 	} else {
-		kopts := []kgo.Opt{kgo.SeedBrokers(strings.Split(f.kafkaSeeds, ",")...)}
-		switch f.sasl {
-		case "":
-		case "plain":
-			kopts = append(kopts, kgo.SASL(plain.Auth{User: f.user, Pass: password}.AsMechanism()))
-		case "scram-sha-256":
-			kopts = append(kopts, kgo.SASL(scram.Auth{User: f.user, Pass: password}.AsSha256Mechanism()))
-		case "scram-sha-512":
-			kopts = append(kopts, kgo.SASL(scram.Auth{User: f.user, Pass: password}.AsSha512Mechanism()))
-		default:
-			return fmt.Errorf("--sasl %q: want plain, scram-sha-256 or scram-sha-512", f.sasl)
+		auth, err := f.kafkaOptions()
+		if err != nil {
+			return err
 		}
-		if tlsConfig != nil {
-			kopts = append(kopts, kgo.DialTLSConfig(tlsConfig))
-		}
+		kopts := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(f.kafkaSeeds, ",")...)}, auth...)
 		if r, err = replica.OpenKafka(f.path, opts, f.topic, cfg, kopts...); err != nil {
 			return err
 		}
@@ -314,33 +274,4 @@ func (f *replicaFlags) ensureTopic(ctx context.Context, kopts []kgo.Opt) (string
 		return "", err
 	}
 	return fmt.Sprintf("created topic %s (%d partitions, compacted)", f.topic, max(f.partitions, 1)), nil
-}
-
-// tlsConfig builds the TLS configuration the flags ask for, or nil.
-func (f *replicaFlags) tlsConfig() (*tls.Config, error) {
-	if !f.useTLS && f.tlsCA == "" && f.tlsCert == "" && f.tlsKey == "" {
-		return nil, nil
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate", f.tlsCA)
-		}
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
-	}
-	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
 }
