@@ -22,18 +22,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ingestMainEnv makes the test binary run main() itself (offrepl with the
-// arguments it was given), so that the test can send a real SIGTERM to a
-// real offrepl process. It is checked in an init function, not in
-// TestMain, which the package's other test files may want.
-const ingestMainEnv = "OFFREPL_INGEST_TEST_MAIN"
-
-func init() {
-	if os.Getenv(ingestMainEnv) == "1" {
-		main() // exits
-	}
-}
-
 func TestIngestHelp(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"ingest", "--help"}, &out, &errOut); code != 0 {
@@ -130,7 +118,7 @@ func TestIngestRun(t *testing.T) {
 func runIngest(t *testing.T, n int, first uint64, engine ...string) {
 	dir := filepath.Join(t.TempDir(), "q")
 	cmd := reexec.Command(append([]string{"ingest", "--queue", dir, "--progress", "50ms"}, engine...)...)
-	cmd.Env = append(os.Environ(), ingestMainEnv+"=1")
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
 	var errOut ingestSafeBuffer
 	cmd.Stderr = &errOut
 	out, err := cmd.StdoutPipe()

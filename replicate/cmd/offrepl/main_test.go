@@ -12,6 +12,18 @@ import (
 	"time"
 )
 
+// mainEnv makes the test binary run main() itself (offrepl with the
+// arguments it was given), so that a test can send a real SIGTERM to a
+// real offrepl process. It is checked in an init function, which runs
+// before any test.
+const mainEnv = "OFFREPL_TEST_MAIN"
+
+func init() {
+	if os.Getenv(mainEnv) == "1" {
+		main() // exits
+	}
+}
+
 // testCommand records the flags it ran with.
 var testCommand = &command{
 	name: "testjob", summary: "a job for the tests", help: "Runs nothing.", examples: "  # nothing\n  offrepl testjob\n",

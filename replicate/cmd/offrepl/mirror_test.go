@@ -23,17 +23,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// mirrorMainEnv makes the test binary run main() itself, so that the test
-// sends a real SIGTERM to a real offrepl process. It is checked in an init
-// function: TestMain is left to whoever needs it.
-const mirrorMainEnv = "OFFREPL_MIRROR_TEST_MAIN"
-
-func init() {
-	if os.Getenv(mirrorMainEnv) == "1" {
-		main() // exits
-	}
-}
-
 func TestMirrorHelp(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"mirror", "--help"}, &out, &errOut); code != 0 {
@@ -185,7 +174,7 @@ func mirrorQueue(t *testing.T, n int) string {
 func runMirrorCmd(t *testing.T, dir string, n int, stored func() int, engine ...string) {
 	t.Helper()
 	cmd := reexec.Command(append([]string{"mirror", "--queue", dir, "--source", "a", "--progress", "50ms"}, engine...)...)
-	cmd.Env = append(os.Environ(), mirrorMainEnv+"=1")
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
 	var errOut mirrorSafeBuffer
 	cmd.Stderr = &errOut
 	out, err := cmd.StdoutPipe()

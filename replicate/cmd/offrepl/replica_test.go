@@ -24,18 +24,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// replicaMainEnv makes the test binary run main() itself (offrepl with the
-// arguments it was given), so that the test can send a real SIGTERM to a
-// real offrepl process; checked in an init function, not in TestMain,
-// which the package's other test files may want.
-const replicaMainEnv = "OFFREPL_REPLICA_TEST_MAIN"
-
-func init() {
-	if os.Getenv(replicaMainEnv) == "1" {
-		main() // exits
-	}
-}
-
 func TestReplicaHelp(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"replica", "--help"}, &out, &errOut); code != 0 {
@@ -152,7 +140,7 @@ func TestReplicaRun(t *testing.T) {
 func replicaRun(t *testing.T, ctx context.Context, engine []string, created string, write func(k string, v []byte) error) {
 	path := filepath.Join(t.TempDir(), "r.map")
 	cmd := reexec.Command(append([]string{"replica", "--map", path, "--entries", "1000", "--avg-key", "8", "--avg-value", "8", "--poll", "50ms", "--progress", "50ms"}, engine...)...)
-	cmd.Env = append(os.Environ(), replicaMainEnv+"=1")
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
 	var errOut replicaSafeBuffer
 	cmd.Stderr = &errOut
 	out, err := cmd.StdoutPipe()
