@@ -119,7 +119,7 @@ func runIngest(t *testing.T, n int, first uint64, engine ...string) {
 	dir := filepath.Join(t.TempDir(), "q")
 	cmd := reexec.Command(append([]string{"ingest", "--queue", dir, "--progress", "50ms"}, engine...)...)
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
-	var errOut ingestSafeBuffer
+	var errOut safeBuffer
 	cmd.Stderr = &errOut
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -223,23 +223,4 @@ func runIngest(t *testing.T, n int, first uint64, engine ...string) {
 	if !printed("ingest: stopped: ") {
 		t.Errorf("no 'stopped' line after SIGTERM")
 	}
-}
-
-// ingestSafeBuffer is a bytes.Buffer that the process's stderr copier and
-// the test's failure messages may use at once.
-type ingestSafeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *ingestSafeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *ingestSafeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -79,4 +80,23 @@ func TestHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"nosuch"}, &out, &errOut); code != 2 {
 		t.Fatalf("unknown command: exit %d, want 2", code)
 	}
+}
+
+// safeBuffer is a bytes.Buffer that a process's output copier and the
+// test's failure messages may use at once.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

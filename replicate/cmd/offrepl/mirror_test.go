@@ -175,7 +175,7 @@ func runMirrorCmd(t *testing.T, dir string, n int, stored func() int, engine ...
 	t.Helper()
 	cmd := reexec.Command(append([]string{"mirror", "--queue", dir, "--source", "a", "--progress", "50ms"}, engine...)...)
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
-	var errOut mirrorSafeBuffer
+	var errOut safeBuffer
 	cmd.Stderr = &errOut
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -234,23 +234,6 @@ func runMirrorCmd(t *testing.T, dir string, n int, stored func() int, engine ...
 	if !printed("mirror: stopped: sent") {
 		t.Fatalf("no line for the stop; stdout:\n%s", strings.Join(lines, "\n"))
 	}
-}
-
-type mirrorSafeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *mirrorSafeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *mirrorSafeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // mirrorListEnd asks for the end offset of partition 0 of topic.

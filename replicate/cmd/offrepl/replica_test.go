@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -141,7 +140,7 @@ func replicaRun(t *testing.T, ctx context.Context, engine []string, created stri
 	path := filepath.Join(t.TempDir(), "r.map")
 	cmd := reexec.Command(append([]string{"replica", "--map", path, "--entries", "1000", "--avg-key", "8", "--avg-value", "8", "--poll", "50ms", "--progress", "50ms"}, engine...)...)
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
-	var errOut replicaSafeBuffer
+	var errOut safeBuffer
 	cmd.Stderr = &errOut
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -225,21 +224,4 @@ func replicaRun(t *testing.T, ctx context.Context, engine []string, created stri
 	case <-ctx.Done():
 		t.Fatal("offrepl replica did not exit after SIGTERM")
 	}
-}
-
-type replicaSafeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *replicaSafeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *replicaSafeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
