@@ -22,6 +22,7 @@ import (
 	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/queue"
 	"github.com/offmap/offmap/replicate/internal/enginetest"
+	"github.com/offmap/offmap/replicate/internal/kafkaoffset"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -435,11 +436,11 @@ func readPartition(t testing.TB, seeds []string, topic string) ([]uint64, [][]by
 	k := &kafkaSource{cfg: Kafka{Topic: topic}}
 	first, last, err := func() (int64, int64, error) {
 		defer admin.Close()
-		f, err := k.listOffset(ctx, admin, -2)
+		f, err := k.listOffset(ctx, admin, kafkaoffset.Earliest)
 		if err != nil {
 			return 0, 0, err
 		}
-		e, err := k.listOffset(ctx, admin, -1)
+		e, err := k.listOffset(ctx, admin, kafkaoffset.Latest)
 		return f, e - 1, err
 	}()
 	if err != nil {

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/offmap/offmap/replicate/internal/kafkaoffset"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // kafkaSource reads one partition directly (no consumer group: nothing
@@ -60,43 +59,23 @@ func (k *kafkaSource) bounds(ctx context.Context) (first, last int64, err error)
 	if err != nil {
 		return 0, 0, err
 	}
-	if first, err = k.listOffset(ctx, cl, -2); err != nil {
+	if first, err = k.listOffset(ctx, cl, kafkaoffset.Earliest); err != nil {
 		return 0, 0, err
 	}
-	end, err := k.listOffset(ctx, cl, -1)
+	end, err := k.listOffset(ctx, cl, kafkaoffset.Latest)
 	if err != nil {
 		return 0, 0, err
 	}
 	return first, end - 1, nil
 }
 
-// listOffset asks for the earliest (ts -2) or latest (-1) offset.
+// listOffset asks for the earliest or latest offset (kafkaoffset).
 func (k *kafkaSource) listOffset(ctx context.Context, cl *kgo.Client, ts int64) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = k.cfg.Topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition = k.cfg.Partition
-	rp.Timestamp = ts
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
+	off, err := kafkaoffset.List(ctx, cl, k.cfg.Topic, k.cfg.Partition, ts)
 	if err != nil {
-		return 0, fmt.Errorf("ingest: listing offsets of %s/%d: %w", k.cfg.Topic, k.cfg.Partition, err)
+		return 0, fmt.Errorf("ingest: %w", err)
 	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if t.Topic != k.cfg.Topic || p.Partition != k.cfg.Partition {
-				continue
-			}
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, fmt.Errorf("ingest: listing offsets of %s/%d: %w", k.cfg.Topic, k.cfg.Partition, err)
-			}
-			return p.Offset, nil
-		}
-	}
-	return 0, fmt.Errorf("ingest: listing offsets of %s/%d: no answer for the partition", k.cfg.Topic, k.cfg.Partition)
+	return off, nil
 }
 
 func (k *kafkaSource) consume(ctx context.Context, from int64, ss *session) error {

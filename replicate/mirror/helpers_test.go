@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/queue"
+	"github.com/offmap/offmap/replicate/internal/kafkaoffset"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -334,7 +335,7 @@ func readPartition(t *testing.T, seeds []string, topic string, part int32, sourc
 	}
 	defer cl.Close()
 	k := &kafkaEngine{m: &Mirror{cfg: Config{Timeout: time.Minute}}, t: Kafka{Seeds: seeds, Topic: topic, Partition: part}}
-	end, err := k.listOffset(ctx, cl, -1)
+	end, err := k.listOffset(ctx, cl, kafkaoffset.Latest)
 	if err != nil {
 		t.Fatal(err)
 	}

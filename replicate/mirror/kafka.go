@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/offmap/offmap/replicate/internal/kafkaoffset"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -92,11 +92,11 @@ func (e *kafkaEngine) open(ctx context.Context, a *acker, _ context.CancelCauseF
 // lastIndex finds the index of the last committed record of the source in
 // the partition: it reads back windows of growing size from the end.
 func (e *kafkaEngine) lastIndex(ctx context.Context, cl *kgo.Client) (uint64, bool, error) {
-	start, err := e.listOffset(ctx, cl, -2)
+	start, err := e.listOffset(ctx, cl, kafkaoffset.Earliest)
 	if err != nil {
 		return 0, false, err
 	}
-	end, err := e.listOffset(ctx, cl, -1)
+	end, err := e.listOffset(ctx, cl, kafkaoffset.Latest)
 	if err != nil {
 		return 0, false, err
 	}
@@ -112,36 +112,16 @@ func (e *kafkaEngine) lastIndex(ctx context.Context, cl *kgo.Client) (uint64, bo
 	}
 }
 
-// listOffset returns the partition's start (ts -2) or end (ts -1; the
-// high watermark, as read_uncommitted).
+// listOffset returns the partition's start (kafkaoffset.Earliest) or end
+// (Latest: the high watermark, as read_uncommitted), within the timeout.
 func (e *kafkaEngine) listOffset(ctx context.Context, cl *kgo.Client, ts int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.m.cfg.Timeout)
 	defer cancel()
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = e.t.Topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition = e.t.Partition
-	rp.Timestamp = ts
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
+	off, err := kafkaoffset.List(ctx, cl, e.t.Topic, e.t.Partition, ts)
 	if err != nil {
-		return 0, fmt.Errorf("mirror: kafka: list offsets of %s/%d: %w", e.t.Topic, e.t.Partition, err)
+		return 0, fmt.Errorf("mirror: kafka: %w", err)
 	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if t.Topic != e.t.Topic || p.Partition != e.t.Partition {
-				continue
-			}
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, fmt.Errorf("mirror: kafka: list offsets of %s/%d: %w", e.t.Topic, e.t.Partition, err)
-			}
-			return p.Offset, nil
-		}
-	}
-	return 0, fmt.Errorf("mirror: kafka: list offsets of %s/%d: partition missing from the answer", e.t.Topic, e.t.Partition)
+	return off, nil
 }
 
 // scan reads the records at offsets [from, end) and returns the index of

@@ -18,9 +18,9 @@ import (
 	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/queue"
 	"github.com/offmap/offmap/replicate/internal/enginetest"
+	"github.com/offmap/offmap/replicate/internal/kafkaoffset"
 	"github.com/offmap/offmap/replicate/mirror"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestMirrorHelp(t *testing.T) {
@@ -139,12 +139,11 @@ func TestMirrorRun(t *testing.T) {
 			// all n records are committed.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			req := mirrorListEnd("t")
-			resp, err := req.RequestWith(ctx, cl)
-			if err != nil || len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
+			end, err := kafkaoffset.List(ctx, cl, "t", 0, kafkaoffset.Latest)
+			if err != nil {
 				return 0
 			}
-			return int(resp.Topics[0].Partitions[0].Offset)
+			return int(end)
 		}
 		dir := mirrorQueue(t, n)
 		runMirrorCmd(t, dir, n, stored, "--kafka", strings.Join(c.ListenAddrs(), ","), "--topic", "t")
@@ -234,17 +233,4 @@ func runMirrorCmd(t *testing.T, dir string, n int, stored func() int, engine ...
 	if !printed("mirror: stopped: sent") {
 		t.Fatalf("no line for the stop; stdout:\n%s", strings.Join(lines, "\n"))
 	}
-}
-
-// mirrorListEnd asks for the end offset of partition 0 of topic.
-func mirrorListEnd(topic string) *kmsg.ListOffsetsRequest {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Timestamp = -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return req
 }
