@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/queue"
@@ -284,20 +283,7 @@ func (r *reader) waitCount(t testing.TB, n int, timeout time.Duration) {
 // client connection to it.
 func natsCluster(t testing.TB, n int) (*enginetest.NATSCluster, jetstream.JetStream) {
 	t.Helper()
-	c, err := enginetest.StartNATS(t.TempDir(), n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Shutdown)
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, js := enginetest.NATSForTest(t, n)
 	return c, js
 }
 

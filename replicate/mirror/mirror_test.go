@@ -40,20 +40,7 @@ func scale(full, short, race int) int {
 // natsSingle starts one JetStream server with a stream S on subject s.
 func natsSingle(t *testing.T) (*enginetest.NATSCluster, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	c, err := enginetest.StartNATS(t.TempDir(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Shutdown)
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, nc, js := enginetest.NATSForTest(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}, Storage: jetstream.FileStorage}); err != nil {

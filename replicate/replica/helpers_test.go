@@ -259,20 +259,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 // startNATS starts an embedded JetStream cluster of n nodes.
 func startNATS(t *testing.T, n int) (*enginetest.NATSCluster, jetstream.JetStream) {
 	t.Helper()
-	c, err := enginetest.StartNATS(t.TempDir(), n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Shutdown)
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, js := enginetest.NATSForTest(t, n)
 	return c, js
 }
 

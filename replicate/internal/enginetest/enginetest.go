@@ -12,9 +12,12 @@ import (
 	"net/url"
 	"path/filepath"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -221,4 +224,26 @@ func freePorts(n int) ([]int, error) {
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
 	return ports, nil
+}
+
+// NATSForTest starts a cluster of n nodes under the test's temporary
+// directory, and a client connection that reconnects without end; both
+// are closed when the test ends.
+func NATSForTest(t testing.TB, n int) (*NATSCluster, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	c, err := StartNATS(t.TempDir(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, nc, js
 }
