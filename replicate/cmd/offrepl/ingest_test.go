@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/queue"
@@ -65,20 +64,7 @@ func TestIngestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	t.Run("jetstream", func(t *testing.T) {
-		c, err := enginetest.StartNATS(t.TempDir(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Shutdown()
-		nc, err := nats.Connect(c.URLs())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, _, js := enginetest.NATSForTest(t, 1)
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
 			t.Fatal(err)
 		}

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/queue"
 	"github.com/offmap/offmap/replicate/internal/enginetest"
@@ -74,20 +72,7 @@ func TestMirrorUsageErrors(t *testing.T) {
 func TestMirrorRun(t *testing.T) {
 	const n = 500
 	t.Run("jetstream", func(t *testing.T) {
-		c, err := enginetest.StartNATS(t.TempDir(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Shutdown()
-		nc, err := nats.Connect(c.URLs())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, _, js := enginetest.NATSForTest(t, 1)
 		stored := func() int {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/offmap"
 	"github.com/offmap/offmap/replicate/internal/enginetest"
@@ -71,20 +69,7 @@ func TestReplicaRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	t.Run("jetstream", func(t *testing.T) {
-		c, err := enginetest.StartNATS(t.TempDir(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Shutdown()
-		nc, err := nats.Connect(c.URLs())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, _, js := enginetest.NATSForTest(t, 1)
 		replicaRun(t, ctx, []string{"--nats", c.URLs(), "--bucket", "b", "--history", "2"}, "created bucket b",
 			func(k string, v []byte) error {
 				kv, err := js.KeyValue(ctx, "b")
