@@ -671,7 +671,7 @@ func TestCrashInUpdateKeysOtherSegmentBusy(t *testing.T) {
 	}
 	// (The simulated crash unwound through UpdateKeys' deferred unlocks.)
 	m.abandon(a) // the first segment's holder is dead,
-	if !m.segmentOf(b).hdr.lock.TryLock(m.self) {
+	if !m.segmentOf(b).hdr.lock.TryLock(m.witness.Token()) {
 		t.Fatal("b's segment is locked")
 	} // b's is this live process
 	err = m.Put(a, le(5))

@@ -13,7 +13,7 @@ func openMemory(mem []byte, readOnly bool) (*Map, error) {
 	// Room to grow past the image, as a file would.
 	heap := shm.Heap(min(len(mem)+1<<20, int(h.MaxFileSize)))
 	copy(heap, mem)
-	return newMap("(memory)", *h, heap, readOnly, Options{LockTimeout: -1}), nil
+	return newMap("(memory)", *h, heap, readOnly, shm.LocalWitness(), Options{LockTimeout: -1}), nil
 }
 
 // deadToken names a process that cannot exist (pids stop at 2^22).

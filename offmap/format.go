@@ -11,7 +11,7 @@ import (
 	"github.com/offmap/offmap/internal/shm"
 )
 
-// The file format, version 2. Part of the format: do not change any of it
+// The file format, version 3. Part of the format: do not change any of it
 // without bumping formatVersion. docs/FORMAT.md describes it in full.
 //
 // All integers are little-endian. The file is:
@@ -30,7 +30,7 @@ import (
 //
 //	off  size  field
 //	  0     8  magic "OFFMAP\x00\x00"
-//	  8     4  format version (2)
+//	  8     4  format version (3)
 //	 12     4  header size (4096)
 //	 16     8  initial file size (a multiple of 64 KiB; growth starts here)
 //	 24     8  hash seed (xxhash64 seed for keys)
@@ -61,7 +61,13 @@ import (
 // Bytes [0, 256) never change after creation; the growth words at 256 are
 // changed atomically by every process that grows the map.
 const (
-	formatVersion     = 2
+	formatVersion = 3
+	// pidTokenVersion is version 3 but for what a lock word's token
+	// means: a pid and a start time, which no process can judge across
+	// pid namespaces, uids or a hidden /proc (internal/shm, Witness).
+	// Open rewrites such a file as version 3 in place when no other
+	// process has it open; see upgradeInPlace.
+	pidTokenVersion   = 2
 	magic             = "OFFMAP\x00\x00"
 	checksumOff       = 248
 	headerSize        = 4096
@@ -161,9 +167,10 @@ func (h *header) encode() []byte {
 // fileSize bytes. b holds the file's first min(fileSize, 4096) bytes.
 // Each failure wraps its own sentinel: ErrEmptyFile, ErrNotMap,
 // ErrTruncated, ErrVersion or ErrCorrupt. A file of format version 1 is
-// ErrVersion with a pointer to Upgrade.
+// ErrVersion with a pointer to Upgrade; one of pidTokenVersion is
+// returned with that version for the caller to upgrade or refuse.
 func decodeHeader(b []byte, fileSize int64) (*header, error) {
-	if err := shm.CheckHeader(b, fileSize, magic, formatVersion, headerSize, checksumOff); err != nil {
+	if err := shm.CheckHeader(b, fileSize, magic, pidTokenVersion, formatVersion, headerSize, checksumOff); err != nil {
 		if len(b) >= 12 && string(b[:8]) == magic && binary.LittleEndian.Uint32(b[8:]) == 1 {
 			return nil, fmt.Errorf("%w: format version 1, from before maps could grow; 'offmap upgrade FILE' (or offmap.Upgrade) rewrites it as version %d", ErrVersion, formatVersion)
 		}

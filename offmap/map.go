@@ -46,7 +46,7 @@ type Map struct {
 	ttl        int64
 	area0Len   int // bytes of extent 0
 	readOnly   bool
-	self       shm.Token
+	witness    *shm.Witness // this open's token, and how it judges other holders
 	timeout    time.Duration
 	guard      *values.Guard
 
@@ -116,7 +116,14 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 	if err != nil {
 		return nil, err
 	}
+	if h.Version == pidTokenVersion && !exclusive {
+		return nil, fmt.Errorf("%w: format version %d, whose lock words name processes by pid; open it for writing while no other process has it open, and it is upgraded to version %d in place (or run 'offmap upgrade FILE')", ErrVersion, h.Version, formatVersion)
+	}
 	if err := opts.checkAgainst(h); err != nil {
+		return nil, err
+	}
+	w, err := shm.NewWitness(f, !readOnly)
+	if err != nil {
 		return nil, err
 	}
 	reg, err := shm.Reserve(int(h.MaxFileSize))
@@ -128,12 +135,19 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 		reg.Unmap()
 		return nil, err
 	}
-	m := newMap(path, *h, mem, readOnly, opts)
+	m := newMap(path, *h, mem, readOnly, w, opts)
 	m.file, m.region, m.limit = f, reg, int(h.MaxFileSize)
 	m.refresh() // the growth area, as far as other processes took it
 	if exclusive {
 		m.recoverAlone()
-		if err := shm.Flock(f, false, false); err != nil {
+		if h.Version == pidTokenVersion {
+			err = upgradeInPlace(f, m.mem[:headerSize])
+			m.hdr.Version = formatVersion
+		}
+		if err == nil {
+			err = shm.Flock(f, false, false)
+		}
+		if err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -141,7 +155,7 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 	return m, nil
 }
 
-func newMap(path string, h header, mem []byte, readOnly bool, opts Options) *Map {
+func newMap(path string, h header, mem []byte, readOnly bool, w *shm.Witness, opts Options) *Map {
 	m := &Map{
 		path:       path,
 		mem:        mem[:h.FileSize],
@@ -154,7 +168,7 @@ func newMap(path string, h header, mem []byte, readOnly bool, opts Options) *Map
 		expiring:   h.EntryFlags&flagExpiry != 0,
 		ttl:        h.TTL,
 		readOnly:   readOnly,
-		self:       shm.Self(),
+		witness:    w,
 		timeout:    opts.lockTimeout(),
 		guard:      values.NewGuard("its map " + path),
 	}
@@ -174,7 +188,7 @@ func openHeap(opts Options) (*Map, error) {
 	}
 	mem := shm.Heap(int(min(h.MaxFileSize, 8*h.FileSize)))
 	copy(mem, h.encode())
-	return newMap("(heap)", h, mem, false, opts), nil
+	return newMap("(heap)", h, mem, false, shm.LocalWitness(), opts), nil
 }
 
 // Path returns the file the map lives in.
@@ -267,7 +281,7 @@ func (m *Map) withKey(key []byte, f func(s segment, h keyHash) error) error {
 
 // lock takes s's lock; if its holder had died, it repairs the segment.
 func (m *Map) lock(s *segment) error {
-	tookOver, err := s.hdr.lock.Lock(m.self, m.timeout)
+	tookOver, err := s.hdr.lock.Lock(m.witness, m.timeout)
 	if err != nil {
 		return fmt.Errorf("offmap: %s: segment %d: %w", m.path, s.idx, err)
 	}

@@ -51,7 +51,7 @@ func (m *Map) readStep(s *segment, try int, since *time.Time) (quiescent bool, e
 		time.Sleep(time.Millisecond)
 		return false, nil
 	}
-	if !shm.Alive(owner) {
+	if !m.witness.Alive(owner) {
 		return true, nil
 	}
 	*since = time.Now()

@@ -300,7 +300,7 @@ func (m *Map) recoverAlone() {
 		if owner != 0 {
 			h.lock.ForceUnlock(owner)
 		}
-		if !h.lock.TryLock(m.self) {
+		if !h.lock.TryLock(m.witness.Token()) {
 			continue
 		}
 		m.loadTable(s)
@@ -341,7 +341,7 @@ func (m *Map) Recover() ([]string, error) {
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
 		s := &sv
-		tookOver, err := s.hdr.lock.Lock(m.self, m.timeout)
+		tookOver, err := s.hdr.lock.Lock(m.witness, m.timeout)
 		if err != nil {
 			return fixed, fmt.Errorf("offmap: %s: segment %d: %w", m.path, i, err)
 		}
@@ -362,7 +362,7 @@ func (m *Map) Recover() ([]string, error) {
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
 		s := &sv
-		if n := s.hdr.detached.Load(); n != 0 && s.hdr.lock.TryLock(m.self) {
+		if n := s.hdr.detached.Load(); n != 0 && s.hdr.lock.TryLock(m.witness.Token()) {
 			m.loadTable(s)
 			beginChange(s)
 			m.reclaimDetachedLocked(s)
@@ -566,7 +566,7 @@ func (m *Map) CheckSegment(i int) ([]string, error) {
 
 func (m *Map) checkSegment(s *segment) ([]string, error) {
 	m.catchUp()
-	if owner := s.hdr.lock.Owner(); owner != 0 && !shm.Alive(owner) {
+	if owner := s.hdr.lock.Owner(); owner != 0 && !m.witness.Alive(owner) {
 		// Do not take the lock over: report what the dead holder left.
 		return append([]string{fmt.Sprintf("segment %d: lock held by dead process %d", s.idx, owner.PID())},
 			m.scanCopy(s)...), nil
@@ -591,7 +591,7 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 	}
 	// The lock, without the repair that writers do when they find damage
 	// or take a dead holder's lock over: Check only reports.
-	tookOver, err := s.hdr.lock.Lock(m.self, m.timeout)
+	tookOver, err := s.hdr.lock.Lock(m.witness, m.timeout)
 	if err != nil {
 		if errors.Is(err, ErrLockTimeout) {
 			return []string{fmt.Sprintf("segment %d: %v", s.idx, err)}, nil

@@ -120,7 +120,7 @@ func (m *Map) Stats() Stats {
 		}
 		if owner := sh.lock.Owner(); owner != 0 {
 			ss.LockHolder = owner.PID()
-			ss.HolderDead = !shm.Alive(owner)
+			ss.HolderDead = !m.witness.Alive(owner)
 		}
 		st.PerSegment[i] = ss
 		st.Len += ss.Entries

@@ -24,6 +24,9 @@ var ErrCurrent = errors.New("offmap: the file already has the current format ver
 // Upgrade rewrites the map file at path, of format version 1 (from before
 // maps could grow), as a map of the current version, and returns how many
 // entries it copied. Version 1 files are refused by Open with ErrVersion.
+// A file of version 2 (lock words naming processes by pid) is upgraded in
+// place, as a writable Open alone with it does: only its header's version
+// changes, and Upgrade returns 0.
 //
 // No process may have the map open: Upgrade takes an exclusive lock on the
 // file, and fails at once if another process holds the map. It builds the
@@ -81,6 +84,12 @@ func Upgrade(path string) (n int, err error) {
 	page := make([]byte, min(fi.Size(), headerSize))
 	if _, err := f.ReadAt(page, 0); err != nil && err != io.EOF {
 		return 0, err
+	}
+	if len(page) >= 12 && binary.LittleEndian.Uint32(page[8:]) == pidTokenVersion {
+		if _, err := decodeHeader(page, fi.Size()); err != nil {
+			return 0, err
+		}
+		return 0, upgradeInPlace(f, page)
 	}
 	h, err := v1DecodeHeader(page, fi.Size())
 	if err != nil {
@@ -140,6 +149,25 @@ func Upgrade(path string) (n int, err error) {
 	return n, nil
 }
 
+// upgradeInPlace rewrites the header of a file of pidTokenVersion, whose
+// first bytes are page, as version formatVersion: the two differ only in
+// what a token in a lock word means. The caller holds the file alone (an
+// exclusive flock): no process of the old version has it open. Tokens the
+// old version left in lock words are judged dead by the new one (they
+// name no witness byte that anyone holds), so whoever meets them takes the
+// lock over and repairs, as after any crash. One write of the first 256
+// bytes changes version and checksum together.
+func upgradeInPlace(f *os.File, page []byte) error {
+	b := make([]byte, growthWordsOff)
+	copy(b, page)
+	binary.LittleEndian.PutUint32(b[8:], formatVersion)
+	binary.LittleEndian.PutUint64(b[checksumOff:], xxhash.Sum64(b[:checksumOff]))
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("upgrade to format version %d: %w", formatVersion, err)
+	}
+	return nil
+}
+
 // Format version 1, as far as Upgrade reads it: the header page has the
 // fields of version 2's up to offset 136 (without MaxFileSize), segment
 // headers are 64 bytes (lock 16, version, count, detached, usedChunks,
@@ -180,7 +208,7 @@ type v1Header struct {
 // version 1 reader did, so that every offset derived from it lies in the
 // file.
 func v1DecodeHeader(b []byte, size int64) (*v1Header, error) {
-	if err := shm.CheckHeader(b, size, magic, v1Version, headerSize, checksumOff); err != nil {
+	if err := shm.CheckHeader(b, size, magic, v1Version, v1Version, headerSize, checksumOff); err != nil {
 		if errors.Is(err, shm.ErrVersion) && binary.LittleEndian.Uint32(b[8:]) == formatVersion {
 			return nil, fmt.Errorf("%w (version %d)", ErrCurrent, formatVersion)
 		}

@@ -188,7 +188,7 @@ func TestUpgrade(t *testing.T) {
 	}
 	defer m.Close()
 	st := m.Stats()
-	if st.FormatVersion != 2 || st.Capacity != 200 || st.AverageKeySize != 8 || st.AverageValueSize != 16 ||
+	if st.FormatVersion != 3 || st.Capacity != 200 || st.AverageKeySize != 8 || st.AverageValueSize != 16 ||
 		st.Segments != 3 || st.MaxKeySize != 256 || st.MaxValueSize != 256 || st.Len != 136 {
 		t.Errorf("upgraded map: %+v", st)
 	}

@@ -265,7 +265,7 @@ func (q *Queue) startAppending() error {
 }
 
 func (q *Queue) createFirstCycle() error {
-	if _, err := q.lock.Lock(q.self, 0); err != nil {
+	if _, err := q.lock.Lock(q.witness, 0); err != nil {
 		return err
 	}
 	defer q.lock.Unlock()

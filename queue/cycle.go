@@ -176,7 +176,7 @@ func (q *Queue) mapCycle(n uint32, create bool, prev uint64) (*cycle, bool, erro
 
 func (q *Queue) createCycle(path string, n uint32, prev uint64) error {
 	h := cycleHeader{
-		Version:      formatVersion,
+		Version:      cycleVersion,
 		Cycle:        uint64(n),
 		Prev:         prev,
 		IndexSpacing: q.meta.IndexSpacing,

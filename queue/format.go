@@ -3,14 +3,15 @@ package queue
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/offmap/offmap/internal/shm"
 )
 
-// The file formats, version 1. Part of the format: do not change any of it
-// without bumping formatVersion. docs/QUEUE-FORMAT.md describes it in full,
+// The file formats, version 2. Part of the format: do not change any of it
+// without bumping formatVersion (queue.meta's) or cycleVersion. docs/QUEUE-FORMAT.md describes it in full,
 // with the steps that change the shared words.
 //
 // All integers are little-endian; every word used atomically is aligned to
@@ -20,7 +21,7 @@ import (
 //
 //	off   size  field
 //	  0      8  magic "OFFQUEUE"
-//	  8      4  format version (1)
+//	  8      4  format version (2)
 //	 12      4  metadata file size (16384)
 //	 16      4  roll cycle (1 daily, 2 hourly, 3 minutely, 4 secondly, 5 fast)
 //	 20      4  index spacing (power of two)
@@ -44,7 +45,7 @@ import (
 //
 //	off   size  field
 //	  0      8  magic "OFFQCYCL"
-//	  8      4  format version (1)
+//	  8      4  cycle format version (1)
 //	 12      4  header size (4096)
 //	 16      8  cycle number
 //	 24      8  previous cycle + 1 (0: the queue's first cycle)
@@ -78,7 +79,16 @@ import (
 // entry i of array j is the offset of message (j*indexEntries+i)*spacing
 // (0: not recorded).
 const (
-	formatVersion = 1
+	// formatVersion is queue.meta's, and the queue's: version 2 changed
+	// what a token in the lock word and the writer leases means (a witness
+	// byte instead of a pid and start time; internal/shm, Witness).
+	// Opening a version 1 queue for writing while no other process has
+	// it open upgrades it in place (upgradeMetaInPlace).
+	formatVersion = 2
+	// pidTokenVersion is queue.meta's version 1.
+	pidTokenVersion = 1
+	// cycleVersion is the cycle files': unchanged since version 1.
+	cycleVersion = 1
 	metaMagic     = "OFFQUEUE"
 	cycleMagic    = "OFFQCYCL"
 	metaName      = "queue.meta"
@@ -159,10 +169,12 @@ func (h *metaHeader) encode() []byte {
 }
 
 // decodeMeta validates the metadata file's bytes (all of a file of
-// fileSize bytes, up to metaSize). Each failure wraps its own sentinel.
+// fileSize bytes, up to metaSize). Each failure wraps its own sentinel. A
+// file of pidTokenVersion is returned with that version, for the caller to
+// upgrade or refuse.
 func decodeMeta(b []byte, fileSize int64) (*metaHeader, error) {
 	le := binary.LittleEndian
-	if err := shm.CheckHeader(b, fileSize, metaMagic, formatVersion, metaSize, metaChecksumOff); err != nil {
+	if err := shm.CheckHeader(b, fileSize, metaMagic, pidTokenVersion, formatVersion, metaSize, metaChecksumOff); err != nil {
 		return nil, err
 	}
 	h := &metaHeader{
@@ -216,7 +228,7 @@ func (h *cycleHeader) encode() []byte {
 // decodeCycle validates a cycle file's header page.
 func decodeCycle(b []byte, fileSize int64) (*cycleHeader, error) {
 	le := binary.LittleEndian
-	if err := shm.CheckHeader(b, fileSize, cycleMagic, formatVersion, headerSize, cycleChecksumOff); err != nil {
+	if err := shm.CheckHeader(b, fileSize, cycleMagic, cycleVersion, cycleVersion, headerSize, cycleChecksumOff); err != nil {
 		return nil, err
 	}
 	h := &cycleHeader{
@@ -238,3 +250,19 @@ func decodeCycle(b []byte, fileSize int64) (*cycleHeader, error) {
 }
 
 func validSpacing(n int64) bool { return n >= 1 && n <= 1<<16 && n&(n-1) == 0 }
+
+// upgradeMetaInPlace rewrites queue.meta of pidTokenVersion as
+// formatVersion; m is its mapping. The two differ only in what a token in
+// the lock and the writer leases means, and the caller, alone with the
+// file, has cleared them all (recoverAlone). One write of the first 256
+// bytes changes version and checksum together.
+func upgradeMetaInPlace(f *os.File, m []byte) error {
+	b := make([]byte, metaLockOff)
+	copy(b, m)
+	binary.LittleEndian.PutUint32(b[8:], formatVersion)
+	binary.LittleEndian.PutUint64(b[metaChecksumOff:], xxhash.Sum64(b[:metaChecksumOff]))
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("%s: upgrade to format version %d: %w", metaName, formatVersion, err)
+	}
+	return nil
+}

@@ -9,14 +9,14 @@ func (q *Queue) takeLease() error {
 	if q.leaseIdx >= 0 {
 		return nil
 	}
-	if _, err := q.lock.Lock(q.self, 0); err != nil {
+	if _, err := q.lock.Lock(q.witness, 0); err != nil {
 		return err
 	}
 	defer q.lock.Unlock()
 	free := -1
 	for i := 0; i < maxLeases; i++ {
 		tok := q.leases[2*i].Load()
-		if tok == 0 || !shm.Alive(shm.Token(tok)) {
+		if tok == 0 || !q.witness.Alive(shm.Token(tok)) {
 			free = i
 			if tok == 0 {
 				break
@@ -31,7 +31,7 @@ func (q *Queue) takeLease() error {
 		gen = 1
 	}
 	q.leases[2*free+1].Store(gen)
-	q.leases[2*free].Store(uint64(q.self))
+	q.leases[2*free].Store(uint64(q.witness.Token()))
 	q.leaseIdx = free
 	q.writerBits = uint64(free)<<leaseShift | gen<<genShift
 	return nil
@@ -41,7 +41,7 @@ func (q *Queue) releaseLease() {
 	if q.leaseIdx < 0 {
 		return
 	}
-	q.leases[2*q.leaseIdx].CompareAndSwap(uint64(q.self), 0)
+	q.leases[2*q.leaseIdx].CompareAndSwap(uint64(q.witness.Token()), 0)
 	q.leaseIdx = -1
 }
 
@@ -55,20 +55,20 @@ func (q *Queue) writerDead(h uint64) bool {
 	if tok == 0 || q.leases[2*i+1].Load() != gen {
 		return true
 	}
-	return !shm.Alive(shm.Token(tok))
+	return !q.witness.Alive(shm.Token(tok))
 }
 
 // recoverAlone clears what dead processes left in the metadata file: their
-// writer leases and their count among the doorbell's sleepers. Only a
-// process that holds the flock exclusively may call it.
+// writer leases, the lock, and their count among the doorbell's sleepers.
+// Only a process that holds the flock exclusively may call it: then no
+// other process has the queue open, and every holder is dead, whatever
+// its token says.
 func (q *Queue) recoverAlone() {
 	q.sleepers.Store(0)
 	for i := 0; i < maxLeases; i++ {
-		if tok := q.leases[2*i].Load(); tok != 0 && !shm.Alive(shm.Token(tok)) {
-			q.leases[2*i].Store(0)
-		}
+		q.leases[2*i].Store(0)
 	}
-	if owner := q.lock.Owner(); owner != 0 && !shm.Alive(owner) {
+	if owner := q.lock.Owner(); owner != 0 {
 		q.lock.ForceUnlock(owner)
 	}
 	q.lock.ResetSleepers()

@@ -54,7 +54,7 @@ func (q *Queue) tailerWord(slot, off int) *atomic.Uint64 {
 // returns -1 when the name is absent and add is false.
 func (q *Queue) tailerSlot(name string, add bool) (int, error) {
 	if add {
-		if _, err := q.lock.Lock(q.self, 0); err != nil {
+		if _, err := q.lock.Lock(q.witness, 0); err != nil {
 			return -1, err
 		}
 		defer q.lock.Unlock()
@@ -97,7 +97,7 @@ func (q *Queue) DeleteTailer(name string) error {
 	if q.readOnly {
 		return ErrReadOnly
 	}
-	if _, err := q.lock.Lock(q.self, 0); err != nil {
+	if _, err := q.lock.Lock(q.witness, 0); err != nil {
 		return err
 	}
 	defer q.lock.Unlock()

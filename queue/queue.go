@@ -35,7 +35,7 @@ type Queue struct {
 	opts     Options
 	meta     metaHeader
 	readOnly bool
-	self     shm.Token
+	witness  *shm.Witness // this open's token, and how it judges other writers
 
 	metaFile *os.File
 	metaMap  *shm.Mapping
@@ -158,7 +158,14 @@ func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", metaName, err)
 	}
+	if h.Version == pidTokenVersion && !alone {
+		return nil, fmt.Errorf("%s: %w: format version %d, whose lock and writer leases name processes by pid; open it for writing while no other process has it open, and it is upgraded to version %d in place", metaName, ErrVersion, h.Version, formatVersion)
+	}
 	if err := o.matches(h); err != nil {
+		return nil, err
+	}
+	w, err := shm.NewWitness(f, !readOnly)
+	if err != nil {
 		return nil, err
 	}
 	mp, err := shm.Map(f, 0, metaSize, !readOnly)
@@ -171,7 +178,7 @@ func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) 
 		opts:     o,
 		meta:     *h,
 		readOnly: readOnly,
-		self:     shm.Self(),
+		witness:  w,
 		spacing:  uint(bits.TrailingZeros32(h.IndexSpacing)),
 		metaFile: f,
 		metaMap:  mp,
@@ -191,7 +198,14 @@ func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) 
 	}
 	if alone {
 		q.recoverAlone()
-		if err := shm.Flock(f, false, false); err != nil {
+		if h.Version == pidTokenVersion {
+			err = upgradeMetaInPlace(f, m)
+			q.meta.Version = formatVersion
+		}
+		if err == nil {
+			err = shm.Flock(f, false, false)
+		}
+		if err != nil {
 			q.unmapMeta()
 			return nil, err
 		}

@@ -54,7 +54,7 @@ func (q *Queue) Stats() (Stats, error) {
 	}
 	st.Watchers = int(q.sleepers.Load())
 	for i := 0; i < maxLeases; i++ {
-		if tok := q.leases[2*i].Load(); tok != 0 && shm.Alive(shm.Token(tok)) {
+		if tok := q.leases[2*i].Load(); tok != 0 && q.witness.Alive(shm.Token(tok)) {
 			st.Writers = append(st.Writers, shm.Token(tok).PID())
 		}
 	}

@@ -14,7 +14,7 @@ func TestStat(t *testing.T) {
 	fill(t, path, sampleEntries(300))
 	out := ok(t, "stat", path)
 	for _, want := range []string{
-		"format         version 2, created ",
+		"format         version 3, created ",
 		"file size      131072 bytes (128.0 KiB) now, 128.0 KiB when created, at most 64.0 GiB",
 		"growth         0 slot tables grown, 0 extents added\n",
 		"capacity       1000 entries",
@@ -36,7 +36,7 @@ func TestStat(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", path)), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.FormatVersion != 2 || st.Capacity != 1000 || st.Entries != 300 || st.Segments != 15 ||
+	if st.FormatVersion != 3 || st.Capacity != 1000 || st.Entries != 300 || st.Segments != 15 ||
 		len(st.PerSegment) != 15 || st.MaxKeySize != 256 || st.FileSize != 131072 || st.StartFileSize != 131072 ||
 		st.MaxFileSize != 64<<30 || st.TablesGrown != 0 || st.ExtentsAdded != 0 || st.UnusedBytes != 0 || st.Created.IsZero() {
 		t.Errorf("stat --json: %+v", st)

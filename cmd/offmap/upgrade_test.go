@@ -47,7 +47,7 @@ func TestUpgrade(t *testing.T) {
 	}
 
 	out := ok(t, "upgrade", path)
-	want := "upgraded " + path + " to format version 2: 136 entries copied, capacity 200 entries, 3 segments, "
+	want := "upgraded " + path + " to format version 3: 136 entries copied, capacity 200 entries, 3 segments, "
 	if !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 {
 		t.Errorf("upgrade printed %q, want %q...", out, want)
 	}
@@ -68,13 +68,13 @@ func TestUpgrade(t *testing.T) {
 	if _, present := got["key-010"]; present {
 		t.Error("a deleted key came back")
 	}
-	if !strings.Contains(ok(t, "stat", path), "format         version 2,") {
-		t.Error("stat does not show version 2")
+	if !strings.Contains(ok(t, "stat", path), "format         version 3,") {
+		t.Error("stat does not show version 3")
 	}
 
 	// Again: nothing to do, and the file stays as it is.
 	before, _ := os.ReadFile(path)
-	if out := ok(t, "upgrade", path); out != path+": already format version 2; nothing to do\n" {
+	if out := ok(t, "upgrade", path); out != path+": already format version 3; nothing to do\n" {
 		t.Errorf("upgrade of an upgraded map printed %q", out)
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {

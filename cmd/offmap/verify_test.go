@@ -271,7 +271,7 @@ func TestVerifyBadFiles(t *testing.T) {
 		{"magic only", []byte("OFFMAP\x00\x00"), "truncated"},
 		{"truncated in the header", good[:100], "truncated"},
 		{"truncated in the segments", good[:len(good)/2], "truncated"},
-		{"newer version", edit(func(b []byte) []byte { b[8] = 3; return b }), "unsupported format version"},
+		{"newer version", edit(func(b []byte) []byte { b[8] = 9; return b }), "unsupported format version"},
 		{"header checksum", edit(func(b []byte) []byte { b[40] ^= 1; return b }), "header checksum"},
 		{"header geometry", edit(func(b []byte) []byte { le.PutUint32(b[56:], le.Uint32(b[56:])+1); return resum(b) }), "file is corrupt"},
 	} {

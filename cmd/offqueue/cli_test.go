@@ -285,7 +285,7 @@ func TestStatsJSON(t *testing.T) {
 	if dec.More() {
 		t.Fatalf("more than one object:\n%s", out)
 	}
-	if st.Dir != q || st.FormatVersion != 1 || st.Roll != "daily" || st.IndexSpacing != 64 || st.MaxCycleSize != 4<<30 ||
+	if st.Dir != q || st.FormatVersion != 2 || st.Roll != "daily" || st.IndexSpacing != 64 || st.MaxCycleSize != 4<<30 ||
 		st.Messages != 3 || len(st.Writers) != 0 || st.Watchers != 0 {
 		t.Errorf("stats --json: %+v", st)
 	}

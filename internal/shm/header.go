@@ -17,11 +17,11 @@ import (
 // sumOff. The version is read before the checksum, so that a later
 // version may change everything after it.
 
-// CheckHeader validates that prefix. b holds the file's first bytes (up
-// to size of them) and fileSize is the file's length. Each failure wraps
-// its own sentinel: ErrEmpty, ErrForeign, ErrTruncated, ErrVersion or
-// ErrCorrupt.
-func CheckHeader(b []byte, fileSize int64, magic string, version uint32, size, sumOff int) error {
+// CheckHeader validates that prefix, for a reader of the versions oldest
+// to newest. b holds the file's first bytes (up to size of them) and
+// fileSize is the file's length. Each failure wraps its own sentinel:
+// ErrEmpty, ErrForeign, ErrTruncated, ErrVersion or ErrCorrupt.
+func CheckHeader(b []byte, fileSize int64, magic string, oldest, newest uint32, size, sumOff int) error {
 	le := binary.LittleEndian
 	switch {
 	case fileSize == 0:
@@ -31,8 +31,11 @@ func CheckHeader(b []byte, fileSize int64, magic string, version uint32, size, s
 	case len(b) < 12:
 		return fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, size)
 	}
-	if v := le.Uint32(b[8:]); v != version {
-		return fmt.Errorf("%w: file has version %d, this build reads version %d", ErrVersion, v, version)
+	if v := le.Uint32(b[8:]); v < oldest || v > newest {
+		if oldest == newest {
+			return fmt.Errorf("%w: file has version %d, this build reads version %d", ErrVersion, v, newest)
+		}
+		return fmt.Errorf("%w: file has version %d, this build reads versions %d to %d", ErrVersion, v, oldest, newest)
 	}
 	if len(b) < size || fileSize < int64(size) {
 		return fmt.Errorf("%w: %d bytes, the header alone needs %d", ErrTruncated, fileSize, size)

@@ -15,8 +15,9 @@ import (
 var ErrLockTimeout = errors.New("lock held by a live process for longer than the lock timeout")
 
 // Mutex is a lock word in shared memory whose holder is a process. A
-// waiter that finds the holder dead (see Alive) takes the lock over and
-// is told so, so that it can repair what the holder left half done.
+// waiter that finds the holder dead (see Witness.Alive) takes the lock
+// over and is told so, so that it can repair what the holder left half
+// done. A holder whose liveness cannot be known is waited for.
 //
 // Layout (16 bytes, 8-byte aligned; part of the map and queue file formats):
 //
@@ -28,17 +29,21 @@ var ErrLockTimeout = errors.New("lock held by a live process for longer than the
 //  1. Lock: CAS owner 0 -> Token. On failure spin, then yield, then sleep
 //     on the futex: sleepers++, read wake, re-check owner, FUTEX_WAIT(wake),
 //     sleepers--.
-//  2. A waiter that has waited checkInterval checks the holder with Alive;
+//  2. A waiter that has waited FirstHolderCheck, and then every
+//     holderCheckEvery, checks the holder with its Witness;
 //     if it is dead, CAS owner holder -> own Token takes the lock over.
 //  3. Unlock: store owner 0; if sleepers != 0, bump wake and FUTEX_WAKE all.
 //
-// Goroutines of one process share a Token: the lock excludes them from one
-// another like any other holders, and it is not reentrant.
+// Goroutines that use one open of the file share its Token: the lock
+// excludes them from one another like any other holders, and it is not
+// reentrant.
 type Mutex struct {
 	owner    atomic.Uint64
 	wake     atomic.Uint32
 	sleepers atomic.Uint32
 }
+
+var errNoToken = errors.New("shm: an open for reading only cannot take a lock")
 
 // MutexSize is the size of a Mutex in shared memory.
 const MutexSize = 16
@@ -59,24 +64,28 @@ func (l *Mutex) TryLock(self Token) bool {
 	return l.owner.CompareAndSwap(0, uint64(self))
 }
 
-// Lock takes the lock. tookOver is true when the previous holder had died
-// holding it: what it protects may be half updated. A timeout <= 0 waits
-// for a live holder without limit.
-func (l *Mutex) Lock(self Token, timeout time.Duration) (tookOver bool, err error) {
-	if l.owner.CompareAndSwap(0, uint64(self)) {
+// Lock takes the lock for w's token. tookOver is true when the previous
+// holder had died holding it: what it protects may be half updated. A
+// timeout <= 0 waits for a live holder without limit.
+func (l *Mutex) Lock(w *Witness, timeout time.Duration) (tookOver bool, err error) {
+	if w.token == 0 {
+		return false, errNoToken
+	}
+	if l.owner.CompareAndSwap(0, uint64(w.token)) {
 		return false, nil
 	}
-	return l.lockSlow(self, timeout)
+	return l.lockSlow(w, timeout)
 }
 
-func (l *Mutex) lockSlow(self Token, timeout time.Duration) (bool, error) {
+func (l *Mutex) lockSlow(w *Witness, timeout time.Duration) (bool, error) {
+	self := uint64(w.token)
 	var b Backoff
 	start := time.Now()
 	nextCheck := start.Add(FirstHolderCheck)
 	for {
 		cur := l.owner.Load()
 		if cur == 0 {
-			if l.owner.CompareAndSwap(0, uint64(self)) {
+			if l.owner.CompareAndSwap(0, self) {
 				return false, nil
 			}
 			continue
@@ -85,8 +94,8 @@ func (l *Mutex) lockSlow(self Token, timeout time.Duration) (bool, error) {
 			now := time.Now()
 			if now.After(nextCheck) {
 				nextCheck = now.Add(holderCheckEvery)
-				if !Alive(Token(cur)) {
-					if l.owner.CompareAndSwap(cur, uint64(self)) {
+				if !w.Alive(Token(cur)) {
+					if l.owner.CompareAndSwap(cur, self) {
 						return true, nil
 					}
 					continue

@@ -3,67 +3,16 @@ package shm
 import (
 	"bytes"
 	"errors"
-	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
 )
 
-func TestAliveSelfAndDead(t *testing.T) {
-	self := Self()
-	if self.PID() != os.Getpid() || !Alive(self) {
-		t.Fatalf("Self() = %#x is not this live process", uint64(self))
-	}
-	// The same pid with another start time is a recycled pid: dead.
-	if Alive(MakeToken(self.PID(), uint64(self.StartTime())+1)) {
-		t.Fatal("a token with another start time counts as alive")
-	}
-	// A process that has exited and been reaped is dead.
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	if Alive(MakeToken(cmd.Process.Pid, 0)) {
-		t.Fatal("a reaped process counts as alive")
-	}
-	if Alive(MakeToken(1<<31-1, 0)) {
-		t.Fatal("a pid that cannot exist counts as alive")
-	}
-}
-
-func TestAliveZombie(t *testing.T) {
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	start, dead, err := procStart(cmd.Process.Pid)
-	if err != nil || dead {
-		t.Fatalf("procStart of a running child: dead %v, %v", dead, err)
-	}
-	tok := MakeToken(cmd.Process.Pid, start)
-	if !Alive(tok) {
-		t.Fatal("a running child counts as dead")
-	}
-	cmd.Process.Kill()
-	// Not reaped yet: a zombie, which must count as dead.
-	for {
-		_, dead, err := procStart(cmd.Process.Pid)
-		if err != nil || dead {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if Alive(tok) {
-		t.Fatal("a zombie counts as alive")
-	}
-	cmd.Wait()
-}
-
 func TestMutexExcludesAndTakesOverDeadHolder(t *testing.T) {
 	mem := Heap(MutexSize)
 	l := MutexAt(mem, 0)
-	self := Self()
+	w := LocalWitness()
+	self := w.Token()
 	var mu sync.Mutex // checks exclusion
 	var wg sync.WaitGroup
 	counter := 0
@@ -72,7 +21,7 @@ func TestMutexExcludesAndTakesOverDeadHolder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 2000 {
-				if _, err := l.Lock(self, time.Minute); err != nil {
+				if _, err := l.Lock(w, time.Minute); err != nil {
 					t.Error(err)
 					return
 				}
@@ -90,21 +39,25 @@ func TestMutexExcludesAndTakesOverDeadHolder(t *testing.T) {
 		t.Fatalf("counter %d", counter)
 	}
 	// A dead holder: the next Lock takes over and says so.
-	dead := MakeToken(1<<31-1, 0)
+	dead := Token(1<<31 - 1)
 	if !l.TryLock(dead) {
 		t.Fatal("TryLock on a free lock failed")
 	}
-	tookOver, err := l.Lock(self, time.Minute)
+	tookOver, err := l.Lock(w, time.Minute)
 	if err != nil || !tookOver || l.Owner() != self {
 		t.Fatalf("Lock over a dead holder: tookOver=%v, err=%v, owner=%#x", tookOver, err, uint64(l.Owner()))
 	}
 	l.Unlock()
 	// A live holder is never robbed: the waiter times out.
 	l.TryLock(self)
-	if _, err := l.Lock(self, 50*time.Millisecond); !errors.Is(err, ErrLockTimeout) {
+	if _, err := l.Lock(w, 50*time.Millisecond); !errors.Is(err, ErrLockTimeout) {
 		t.Fatalf("Lock against a live holder: %v", err)
 	}
 	l.Unlock()
+	// An open for reading only has no token to lock with.
+	if _, err := l.Lock(&Witness{}, time.Minute); err == nil || l.Owner() != 0 {
+		t.Fatalf("Lock without a token: %v, owner %#x", err, uint64(l.Owner()))
+	}
 }
 
 func TestCopies(t *testing.T) {

@@ -3,10 +3,51 @@ package shm
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
+
+// On macOS a token is the holder's pid in the low 32 bits and the low 32
+// bits of its start time in the high 32 bits: macOS has no open file
+// description locks (its fcntl locks belong to the process and fall with
+// any close of the file by it, and flock locks cannot be tested without
+// taking them), but it has no pid namespaces either, and sysctl answers
+// for every user's processes, so pid and start time are conclusive. The
+// start time tells a recycled pid apart.
+
+func tokenPID(t Token) int { return int(uint32(t)) }
+
+func takeToken(syscall.RawConn) (Token, error) {
+	pid := os.Getpid()
+	start, _, err := procStart(pid)
+	if err != nil {
+		return 0, fmt.Errorf("the start time of this process: %w", err)
+	}
+	return Token(uint64(uint32(pid)) | uint64(uint32(start))<<32), nil
+}
+
+// tokenAlive reports whether the process named by t still runs: not gone,
+// not a zombie, and not a newer process that reuses the pid.
+func tokenAlive(_ syscall.RawConn, t Token) bool {
+	pid := t.PID()
+	if pid <= 0 {
+		return false
+	}
+	if err := unix.Kill(pid, 0); err == unix.ESRCH {
+		return false
+	}
+	start, dead, err := procStart(pid)
+	switch {
+	case err != nil:
+		return true // not known: count it alive
+	case dead:
+		return false
+	}
+	return uint32(start) == uint32(t>>32)
+}
 
 // szomb is p_stat of a zombie (SZOMB in <sys/proc.h>).
 const szomb = 5
