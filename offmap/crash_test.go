@@ -570,6 +570,7 @@ func crashUpdateKeys(t *testing.T, step string, nth int, completes bool, repair 
 		if err != nil {
 			t.Fatal(err)
 		}
+		waits := staleWaits.Load()
 		err = ro.ViewKeys(keys, func(v [][]byte, found []bool) {
 			for i := range keys {
 				if got := v[i]; !bytes.Equal(got, want[i]) || found[i] != (want[i] != nil) {
@@ -580,13 +581,19 @@ func crashUpdateKeys(t *testing.T, step string, nth int, completes bool, repair 
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, k := range keys {
+		for j := range 1000 {
+			k := keys[j%len(keys)]
 			got, err := ro.Get(k)
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, want[i]) {
-				t.Errorf("read-only Get: %s = %q, want %q", k, got, want[i])
+			if want := want[j%len(keys)]; !bytes.Equal(got, want) {
+				t.Fatalf("read-only Get: %s = %q, want %q", k, got, want)
+			}
+			// One dead writer: it costs one wait for its verdict, not
+			// one per read of its segments.
+			if n := staleWaits.Load() - waits; n > 1 {
+				t.Fatalf("read-only Gets waited %d times for one dead writer by Get %d, want at most once", n, j+1)
 			}
 		}
 		seen := map[string]string{}

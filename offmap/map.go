@@ -46,9 +46,13 @@ type Map struct {
 	ttl        int64
 	area0Len   int // bytes of extent 0
 	readOnly   bool
-	witness    *shm.Witness // this open's token, and how it judges other holders
-	timeout    time.Duration
-	guard      *values.Guard
+	// deadWriters holds the tokens of the last holders that this
+	// read-only process found dead (readStep).
+	deadWriters [8]atomic.Uint64
+	deadNext    atomic.Uint32
+	witness     *shm.Witness // this open's token, and how it judges other holders
+	timeout     time.Duration
+	guard       *values.Guard
 
 	// keysScratch pools the *keysScratch of UpdateKeys and ViewKeys.
 	keysScratch sync.Pool

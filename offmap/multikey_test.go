@@ -512,3 +512,77 @@ func TestMultiKeyScratchReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadOnlyAfterKilledUpdateKeys: a writer killed inside UpdateKeys
+// leaves its segments odd and locked by a dead holder; a read-only process
+// cannot repair them, so it reads through the transaction's records. It
+// must decide once that the writer is dead, not wait staleAfter on every
+// read of those segments.
+func TestReadOnlyAfterKilledUpdateKeys(t *testing.T) {
+	const accounts = 12
+	p := tempPath(t)
+	openAccounts(t, p, accounts).Close()
+	for _, stop := range []string{"tx.prepared:2", "tx.committed:1", "tx.change:2"} {
+		t.Run(stop, func(t *testing.T) {
+			cmd := child(t, "transfer-loop", "MAP="+p, "ACCOUNTS="+strconv.Itoa(accounts), "SEED=7", "STOP="+stop)
+			stdout, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill() })
+			out := bufio.NewReader(stdout)
+			for _, want := range []string{"ready\n", "stopped\n"} {
+				if line, _ := out.ReadString('\n'); line != want {
+					t.Fatalf("worker said %q, want %q", line, want)
+				}
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+
+			ro, err := Open(p, Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			odd := 0
+			for i := range ro.hdr.Segments {
+				if ro.segment(i).hdr.version.Load()&1 != 0 {
+					odd++
+				}
+			}
+			if odd == 0 {
+				t.Fatal("no segment odd after the kill: the test would not test")
+			}
+			waits := staleWaits.Load()
+			for round := range 1000 / accounts {
+				sum := int64(0)
+				for i := range accounts {
+					v, err := ro.Get(account(i))
+					if err != nil {
+						t.Fatal(err)
+					}
+					sum += balance(v)
+				}
+				if sum != 1000*accounts {
+					t.Fatalf("read-only Gets sum to %d, want %d", sum, 1000*accounts)
+				}
+				if n := staleWaits.Load() - waits; n > 1 {
+					t.Fatalf("read-only Gets waited %d times for one dead writer by round %d, want once", n, round+1)
+				}
+			}
+			// A writer repairs; the next transaction starts from there.
+			m, err := Open(p, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum, err := total(m, accounts); err != nil || sum != 1000*accounts {
+				t.Fatalf("after the repair: total %d, %v", sum, err)
+			}
+			if err := m.Check(); err != nil {
+				t.Fatal(err)
+			}
+			m.Close()
+		})
+	}
+}

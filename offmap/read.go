@@ -2,6 +2,7 @@ package offmap
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -20,11 +21,34 @@ const readTries = 64
 // checks whether the writer died (a variable for the fuzz tests).
 var staleAfter = 100 * time.Millisecond
 
+// staleWaits counts the waits of staleAfter that read-only readers began,
+// for the tests: a dead writer should cost one, not one per read.
+var staleWaits atomic.Int64
+
+// knownDead reports whether a read-only reader of this map found the
+// holder t dead before. A token is never reused, so the verdict holds for
+// every segment whose lock word names it.
+func (m *Map) knownDead(t shm.Token) bool {
+	for i := range m.deadWriters {
+		if m.deadWriters[i].Load() == uint64(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Map) rememberDead(t shm.Token) {
+	m.deadWriters[m.deadNext.Add(1)%uint32(len(m.deadWriters))].Store(uint64(t))
+}
+
 // readStep waits before a retry of an optimistic read. After the first
 // attempts it takes the segment lock and releases it: that waits for the
 // writer and, if the writer is dead, repairs the segment. A read-only
 // process cannot lock; it reports quiescent=true once the writer is known
-// to be dead, and reads the segment as the writer left it.
+// to be dead, and reads the segment as the writer left it (through the
+// record of an interrupted UpdateKeys). It remembers the dead writer until
+// the segment's lock word changes, so that later reads of the segment
+// neither wait nor ask again.
 func (m *Map) readStep(s *segment, try int, since *time.Time) (quiescent bool, err error) {
 	if try < readTries {
 		if try > readTries/2 {
@@ -41,17 +65,19 @@ func (m *Map) readStep(s *segment, try int, since *time.Time) (quiescent bool, e
 	}
 	// A free lock over an odd version is left by damage, not by a writer.
 	owner := s.hdr.lock.Owner()
-	if owner == 0 {
+	if owner == 0 || m.knownDead(owner) {
 		return true, nil
 	}
 	if since.IsZero() {
 		*since = time.Now()
+		staleWaits.Add(1)
 	}
 	if time.Since(*since) < staleAfter {
 		time.Sleep(time.Millisecond)
 		return false, nil
 	}
 	if !m.witness.Alive(owner) {
+		m.rememberDead(owner)
 		return true, nil
 	}
 	*since = time.Now()
