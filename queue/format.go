@@ -89,10 +89,10 @@ const (
 	pidTokenVersion = 1
 	// cycleVersion is the cycle files': unchanged since version 1.
 	cycleVersion = 1
-	metaMagic     = "OFFQUEUE"
-	cycleMagic    = "OFFQCYCL"
-	metaName      = "queue.meta"
-	cycleSuffix   = ".oq"
+	metaMagic    = "OFFQUEUE"
+	cycleMagic   = "OFFQCYCL"
+	metaName     = "queue.meta"
+	cycleSuffix  = ".oq"
 
 	metaSize        = 16384
 	metaChecksumOff = 248

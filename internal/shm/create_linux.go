@@ -84,6 +84,13 @@ func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill 
 		return err
 	}
 	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		// No /proc (a chroot, a container that hides it): linking by
+		// descriptor needs CAP_DAC_READ_SEARCH, else a temporary name.
+		if err = unix.Linkat(fd, "", unix.AT_FDCWD, path, unix.AT_EMPTY_PATH); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) {
+			return createViaTempName(path, mode, size, durable, fill)
+		}
+	}
 	if err != nil {
 		return &os.LinkError{Op: "link", Old: "(new file)", New: path, Err: err}
 	}
