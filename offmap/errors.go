@@ -42,6 +42,11 @@ var (
 	// ErrLockTimeout: a live process held a segment lock longer than
 	// Options.LockTimeout.
 	ErrLockTimeout = shm.ErrLockTimeout
+	// ErrNoFileLocks: the file system cannot hold the open file
+	// description lock by which each process that writes the map shows
+	// the others that it is alive (a few network and FUSE file systems):
+	// writable opens are refused there.
+	ErrNoFileLocks = shm.ErrNoFileLocks
 
 	// ErrEmptyFile: the file exists but has no bytes.
 	ErrEmptyFile = shm.ErrEmpty

@@ -31,9 +31,14 @@ var (
 	// missing or it lies past the end).
 	ErrNotFound = errors.New("queue: index not in the queue")
 	// ErrAbandoned: a reservation was committed after a reader had
-	// judged its writer dead and skipped the slot; the message is lost
-	// for every reader (append it again to send it).
+	// skipped its slot, its writer's lease being gone (the queue was
+	// closed under it); the message is lost for every reader (append it
+	// again to send it).
 	ErrAbandoned = errors.New("queue: message slot was abandoned")
+	// ErrNoFileLocks: the file system cannot hold the open file
+	// description lock by which each process that writes the queue shows
+	// the others that it is alive: writable opens are refused there.
+	ErrNoFileLocks = shm.ErrNoFileLocks
 	// ErrOptionsMismatch: the options conflict with the existing queue.
 	ErrOptionsMismatch = errors.New("queue: options conflict with the existing queue")
 	// ErrInvalidOptions: the options cannot describe a queue.

@@ -28,10 +28,11 @@
 //	both          file.go      OpenFile (regular files only, never blocking)
 //	              mmap.go      Map, Flock, extendZeroed, createViaTempName
 //	              region.go    Reserve and Extend: a growing file mapped at a fixed address
-//	              proc.go      Token, Self, Alive: the dead-holder check
+//	              proc.go      Token, Witness: the dead-holder check (Liveness, below)
 //	              mutex.go     the lock word; header.go: file headers
-//	Linux         proc_linux.go  start time from /proc/PID/task/PID/stat; nice 19
-//	macOS         proc_darwin.go start time from sysctl kern.proc.pid; background band
+//	Linux         witness_linux.go  tokens are open file description locks
+//	              thread_linux.go   nice 19 for background threads
+//	macOS         witness_darwin.go tokens are pid + start time (sysctl kern.proc.pid); background band
 //	Linux native  futex_linux.go, futexwaitv_linux.go  FUTEX_WAIT/WAKE, FUTEX_WAITV
 //	              create_linux.go  Preallocate (fallocate), CreateAtomic (O_TMPFILE)
 //	              back_linux.go    holes filled with fallocate (SEEK_HOLE, block count)
@@ -44,6 +45,56 @@
 // The portable files build for darwin || (linux && offmap_portable), the
 // native ones for linux && !offmap_portable. What the fallbacks cost is in
 // the README and docs/BENCHMARKS.md.
+//
+// # Liveness
+//
+// A lock word or a writer lease names its holder by a Token, and a waiter
+// that finds the holder dead takes over. Judging a live holder dead
+// corrupts data (two writers in one segment), so the judgement rests on
+// something the kernel keeps for every process that has the file open and
+// drops when it dies, and that every process sharing the file can see
+// whatever its pid namespace, uid or /proc: on Linux, an open file
+// description lock (fcntl F_OFD_SETLK) that each open of a file for
+// writing holds on one byte of that same file, at an offset in [2^62,
+// 2^63) that is its token (witness_linux.go; the layout is in
+// docs/FORMAT.md, Tokens). A waiter asks with F_OFD_GETLK: a lock there
+// means alive, none means dead, a failed call means unknown, which counts
+// as alive: the waiter waits, up to its timeout, and never takes over.
+//
+// Alternatives, measured with BenchmarkAlive (go test -run '^$' -bench
+// Alive -count 5 ./internal/shm, median of 5) on the 2-vCPU VM of
+// docs/BENCHMARKS.md, 2026-12-02 14:17 UTC, while other test runs kept
+// the load average at 6 to 7, so compare them as ratios:
+//
+//   - pid + start time from /proc/PID/stat, the design before: wrong
+//     wherever the waiter cannot see the holder in /proc (another pid
+//     namespace, hidepid=2, no /proc), where a live holder looked dead
+//     within 20 ms; and 62.7 us a check, 16x the chosen one. Adding the
+//     pid namespace's inode to the token tells only that the namespaces
+//     differ, not whether the holder lives: such a holder could only be
+//     waited for forever.
+//   - flock on a file of each process's own (NAME.live/TOKEN): right
+//     across namespaces too, but a check opens a file, tries its lock and
+//     closes it (8.7 us, 2.2x), a dead process leaves its file behind for
+//     someone to delete, and the directory must be writable by every
+//     user.
+//   - an OFD lock on the shared file itself: 3.96 us a check (1.6 us on
+//     an idle machine), no other file, nothing left behind, and a reader
+//     with a read-only descriptor can ask too. Chosen.
+//
+// Limits. OFD locks are Linux's (3.15 and later). A process whose file
+// description outlives it (a child forked without exec that keeps the
+// descriptor; the files are opened O_CLOEXEC) keeps its token alive, so
+// its locks are waited for, never stolen. NFS and other network file
+// systems pass the locks to the server, where a shared mapping is not
+// coherent across hosts anyway; flock(2) there may be emulated with
+// byte-range locks that conflict with ours. A file system without such
+// locks makes a writable open fail with ErrNoFileLocks rather than run
+// without a witness. macOS has no OFD locks (its fcntl locks belong to
+// the process and are dropped by any close of the file in it, and a
+// flock cannot be tested without being taken), but it has no pid
+// namespaces and its sysctl answers for every user's processes, so there
+// a token is the pid and its start time (witness_darwin.go).
 //
 // # Decisions
 //

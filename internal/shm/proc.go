@@ -23,9 +23,9 @@ type Token uint64
 // another process, or none, in the caller's.
 func (t Token) PID() int { return tokenPID(t) }
 
-// ErrNoWitness is returned when a process cannot mark a shared file as in
+// ErrNoFileLocks is returned when a process cannot mark a shared file as in
 // use by it (see Witness): the file system lacks the locks it needs.
-var ErrNoWitness = errors.New("the file system cannot hold the lock by which processes sharing a file tell the live from the dead (open file description locks); use a local file system such as tmpfs, ext4 or xfs")
+var ErrNoFileLocks = errors.New("the file system cannot hold the lock by which processes sharing a file tell the live from the dead (open file description locks); use a local file system such as tmpfs, ext4 or xfs")
 
 // Witness is how the processes sharing one file tell whether the holder of
 // a lock or a lease is alive: something the kernel keeps for every process
@@ -42,7 +42,7 @@ type Witness struct {
 // NewWitness makes the witness of this open of f. A holder (an open for
 // writing, whose process will take locks and leases) is given a token of
 // its own, which other processes judge alive until f is closed or the
-// process dies; an error wrapping ErrNoWitness means the file system
+// process dies; an error wrapping ErrNoFileLocks means the file system
 // cannot provide one. A process that only reads (holder false) can judge
 // the tokens of others and has none.
 func NewWitness(f *os.File, holder bool) (*Witness, error) {

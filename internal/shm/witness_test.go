@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func sharedFile(t *testing.T) (string, *os.File) {
+func sharedFile(t testing.TB) (string, *os.File) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "shared")
 	if err := os.WriteFile(p, make([]byte, 4096), 0o600); err != nil {
