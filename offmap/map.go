@@ -54,7 +54,11 @@ type Map struct {
 	keysScratch sync.Pool
 
 	// openRepairs lists what Open repaired when it found itself alone.
-	openRepairs   []string
+	openRepairs []string
+	// damagedGrowth: opened with OpenDamaged over growth records that
+	// disagree with the file; until Recover, the file is not extended
+	// over what they name.
+	damagedGrowth atomic.Bool
 	handlesIssued atomic.Bool
 
 	closed  atomic.Bool
@@ -130,9 +134,15 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 	}
 	m := newMap(path, *h, mem, readOnly, opts)
 	m.file, m.region, m.limit = f, reg, int(h.MaxFileSize)
+	if err := m.checkGrowthAtOpen(opts.OpenDamaged); err != nil {
+		m.Close()
+		return nil, err
+	}
 	m.refresh() // the growth area, as far as other processes took it
 	if exclusive {
-		m.recoverAlone()
+		if !m.damagedGrowth.Load() { // else Recover repairs, descriptors first
+			m.recoverAlone()
+		}
 		if err := shm.Flock(f, false, false); err != nil {
 			m.Close()
 			return nil, err
@@ -278,6 +288,7 @@ func (m *Map) lock(s *segment) error {
 	// outside the file is left by no crash, only by damage: repair it like
 	// a dead holder's.
 	if tookOver || !tableOK || s.hdr.version.Load()&1 != 0 || s.hdr.intent.Load() != 0 || s.hdr.tx.Load() != 0 {
+		m.dropForeignRegions(s)
 		m.repairLocked(s)
 		if s.hdr.tx.Load() != 0 {
 			// An interrupted UpdateKeys whose other segments could not

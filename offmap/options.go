@@ -65,6 +65,16 @@ type Options struct {
 	// whatever this says). Zero means 30 s; negative means no limit.
 	LockTimeout time.Duration
 
+	// OpenDamaged opens a map whose growth records disagree with the
+	// file, which Open otherwise refuses: a file shorter than the slot
+	// tables and extents its segments name (ErrTruncated, as a file cut
+	// short is), or those overlapping each other or past the claimed
+	// space's end (ErrCorrupt). It is for Recover (offmap recover and
+	// verify use it), which then drops what was lost and says what;
+	// before Recover, operations on the segments concerned may fail.
+	// A sound map opens as without it.
+	OpenDamaged bool
+
 	set bool // opened by OpenSet: keys only
 }
 

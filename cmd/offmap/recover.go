@@ -40,7 +40,7 @@ func runRecover(c *cli, args []string) error {
 	}
 	// A process that opens the map alone repairs dead processes' leftovers
 	// at once; Recover reports them with its own findings.
-	m, err := openMap(pos[0], offmap.Options{LockTimeout: *timeout})
+	m, err := openMap(pos[0], offmap.Options{LockTimeout: *timeout, OpenDamaged: true})
 	if err != nil {
 		return err
 	}

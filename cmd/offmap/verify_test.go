@@ -152,7 +152,7 @@ func damages(t *testing.T) []damage {
 		}},
 		{"extent past the claimed space", true, func(t *testing.T, r *rawMap, seg uint32, _ []string) []string {
 			r.setHdr(seg, hdrExtent1, uint64(len(r.b)))
-			return []string{fmt.Sprintf("segment %d: extent 1 [%d, ", seg, len(r.b)), "lies past the claimed space"}
+			return []string{fmt.Sprintf("segment %d: extent 1 [%d, ", seg, len(r.b)), "lies past the end of the file", "recover drops it"}
 		}},
 	}
 }
