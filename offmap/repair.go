@@ -343,6 +343,7 @@ func (m *Map) Recover() ([]string, error) {
 	size := m.fileEnd()
 	grown, cut := m.checkGrowth(size, true)
 	fixed = append(fixed, grown...)
+	fixed = append(fixed, m.clearReserved()...)
 	if m.damagedGrowth.CompareAndSwap(true, false) {
 		m.refresh() // what Open left unmapped: the space claimed but not given storage
 	}
@@ -448,19 +449,23 @@ func (m *Map) Check() error {
 // CheckFile checks what lies outside the segments, as Check does: the
 // header page's reserved bytes, the file's size, and the places of the
 // segments' grown slot tables and extents (inside the claimed growth
-// area, inside the file, no two overlapping). Recover cannot fix the first
-// two: a problem there means a damaged or foreign-made file ('offmap
-// copy' rewrites it); it drops tables and extents that overlap.
+// area, inside the file, no two overlapping). Recover clears reserved
+// bytes outside the header's checksum, drops tables and extents that
+// overlap or were cut off, and moves a wrong end of the claimed space;
+// it cannot fix reserved bytes under the checksum or a file shorter than
+// its header says: a problem there means a foreign-made or damaged file
+// ('offmap copy' rewrites it).
 func (m *Map) CheckFile() ([]string, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
 	var p []string
-	for _, r := range [][2]int{{headerReservedOff, checksumOff}, {growthWordsEnd, headerSize}} {
-		if i := slices.IndexFunc(m.mem[r[0]:r[1]], func(b byte) bool { return b != 0 }); i >= 0 {
-			p = append(p, fmt.Sprintf("header: reserved byte at offset %d is not zero", r[0]+i))
-			break
-		}
+	if i := slices.IndexFunc(m.mem[headerReservedOff:checksumOff], nonZero); i >= 0 {
+		// Under the checksum: the file was made so, and Recover does not
+		// rewrite a sealed header.
+		p = append(p, fmt.Sprintf("header: reserved byte at offset %d is not zero", headerReservedOff+i))
+	} else if i := slices.IndexFunc(m.mem[growthWordsEnd:headerSize], nonZero); i >= 0 {
+		p = append(p, fmt.Sprintf("header: reserved byte at offset %d, outside the checksum, is not zero; recover clears it", growthWordsEnd+i))
 	}
 	size := int64(len(m.current()))
 	if m.file != nil {
@@ -478,6 +483,21 @@ func (m *Map) CheckFile() ([]string, error) {
 	}
 	grown, _ := m.checkGrowth(min(int(size), len(m.current())), false)
 	return append(p, grown...), nil
+}
+
+func nonZero(b byte) bool { return b != 0 }
+
+// clearReserved zeroes the header page's reserved bytes after the growth
+// words, which no checksum covers and nothing reads: damage there would
+// otherwise fail Check for good.
+func (m *Map) clearReserved() []string {
+	r := m.mem[growthWordsEnd:headerSize]
+	i := slices.IndexFunc(r, nonZero)
+	if i < 0 {
+		return nil
+	}
+	shm.Zero(r)
+	return []string{fmt.Sprintf("header: reserved bytes [%d, %d) cleared (the first not zero was at offset %d)", growthWordsEnd, headerSize, growthWordsEnd+i)}
 }
 
 // grownRegion is a slot table or extent in the growth area.
