@@ -37,11 +37,15 @@ type Options struct {
 	// ChecksumEntries keeps a checksum in every entry (as Chronicle Map's
 	// checksumEntries), which Check, Recover and offmap verify use to find
 	// entries a power cut tore: such a write is reported, and dropped by
-	// Recover, instead of being read back half old and half new. Each
-	// Put hashes its key and value once more, and same-size updates of
-	// 8 bytes or less go through the crash-safe redo record instead of one
-	// atomic store; Get is unchanged. Values that handles (AcquireInt64 and
-	// the others) point into are not checked. Only at creation.
+	// Recover, instead of being read back half old and half new. Every
+	// read of a value (Get, AppendValue, Range, ViewKeys, and Update's and
+	// UpdateKeys' old values) checks it too, and returns ErrCorrupt
+	// rather than bytes it rejects (a torn write, or a damaged length
+	// word), in read-only processes as well. Each Put and each read of a
+	// value hashes key and value once more, and same-size updates of 8
+	// bytes or less go through the crash-safe redo record instead of one
+	// atomic store. Values that handles (AcquireInt64 and the others)
+	// point into are not checked. Only at creation.
 	ChecksumEntries bool
 	// TTL is how long an entry lives after each write that stores its
 	// value (Put, Update and the others; PutTTL gives its own). An expired
