@@ -316,3 +316,41 @@ func TestOpenLoweredAllocEnd(t *testing.T) {
 	}
 	readAll(t, m, want)
 }
+
+// TestTruncatedUnderOpenMap: the file of an open, grown map is cut short
+// in its growth area. Check says so (ErrTruncated) without touching the
+// missing pages; Recover drops what was cut, says so, and gives the file
+// its length back, after which Check passes and every read works.
+func TestTruncatedUnderOpenMap(t *testing.T) {
+	p, want := grownTwoSegments(t)
+	ends := regionEnds(t, p)
+	m, err := Open(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeChecked(t, m)
+	page := os.Getpagesize()
+	cut := (int(m.hdr.FileSize) + (len(m.current())-int(m.hdr.FileSize))/2) / page * page
+	if err := os.Truncate(p, int64(cut)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Check(); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("Check of a map whose file was cut to %d bytes: %v, want ErrTruncated", cut, err)
+	}
+	fixed, err := m.Recover()
+	if !errors.Is(err, ErrTruncated) || !hasProblem(fixed, "past the end of the file") {
+		t.Fatalf("Recover: %q, %v", fixed, err)
+	}
+	if err := m.Check(); err != nil {
+		t.Fatalf("Check after Recover: %v", err)
+	}
+	for k, v := range want {
+		got, err := m.Get([]byte(k))
+		if ends[m.hash([]byte(k)).seg] <= cut && (err != nil || string(got) != v) {
+			t.Fatalf("Get(%s) in a segment the cut spared = %q, %v", k, got, err)
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(%s) after Recover: %v", k, err)
+		}
+	}
+}

@@ -351,6 +351,13 @@ func (m *Map) Recover() ([]string, error) {
 	if cut && m.file != nil {
 		truncated = fmt.Errorf("%w: %s: the file ends at %d, before tables or extents its segments named: Recover dropped them, and the entries in them are lost",
 			ErrTruncated, m.path, size)
+		// Give the cut part storage again, as zeros that nothing names
+		// now: a process that still has it mapped reads them instead of
+		// faulting.
+		if end := max(int(m.growth().allocEnd.Load()), len(m.current())); end > size {
+			shm.AllocateShared(m.file, int64(size), int64(end-size))
+		}
+		m.refresh()
 	}
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
@@ -432,6 +439,11 @@ func (m *Map) Check() error {
 	problems, err := m.CheckFile()
 	if err != nil {
 		return err
+	}
+	if size, mapped := m.fileEnd(), len(m.current()); m.file != nil && shm.Pad(size, os.Getpagesize()) < mapped {
+		// Scanning the segments would touch pages the file no longer has.
+		return fmt.Errorf("%w: %s: the file is %d bytes, shorter than the %d this process mapped: it was truncated while in use (Recover drops what was cut)",
+			ErrTruncated, m.path, size, mapped)
 	}
 	for i := range int(m.hdr.Segments) {
 		p, err := m.CheckSegment(i)
@@ -581,6 +593,9 @@ func (m *Map) checkGrowth(size int, fix bool) (p []string, cut bool) {
 			}
 			if r.named(s.hdr) {
 				r.drop(s.hdr)
+				// And the segment's other unsound regions (reported as the
+				// loop reaches them): its repair reads them all.
+				m.dropForeignRegions(&s)
 				m.repairLocked(&s)
 			}
 			s.hdr.lock.Unlock()
