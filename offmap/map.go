@@ -125,7 +125,7 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 	}
 	reg, err := shm.Reserve(int(h.MaxFileSize))
 	if err != nil {
-		return nil, err
+		return nil, reserveError(h.MaxFileSize, err)
 	}
 	mem, err := reg.Extend(f, int(h.FileSize), !readOnly)
 	if err != nil {
