@@ -78,7 +78,7 @@ func runVerify(c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "  %s\n", p)
 	}
 	if len(problems) > len(raw) || slices.ContainsFunc(raw, func(p string) bool { return strings.Contains(p, "recover") }) {
-		fmt.Fprintf(c.stdout, "'offmap recover %s' repairs the segments as each line describes.\n", path)
+		fmt.Fprintf(c.stdout, "'offmap recover %s' repairs what each line says it does.\n", path)
 	}
 	return &cliargs.ExitErr{Code: exitNegative, Silent: true, Err: errors.New("damaged")}
 }
