@@ -17,7 +17,7 @@ func reserveError(maxFileSize uint64, err error) error {
 		limit = fmt.Sprintf("the address-space limit (ulimit -v) is %d bytes", rl.Cur)
 	}
 	return fmt.Errorf("%w: every process reserves the map's MaxFileSize, %d bytes, of address space for each map it opens, "+
-		"and this one has no room for another (%s; each open map holds its reservation until Close): "+
+		"and this one has no room for another (%s; a closed map keeps the pages it mapped, so that stale value handles read zeros): "+
 		"create maps with a smaller Options.MaxFileSize ('offmap copy --max-file-size' rewrites one), close maps not in use, or raise the limit",
 		err, maxFileSize, limit)
 }
