@@ -57,8 +57,9 @@ func TestCheckNeverRepairs(t *testing.T) {
 	mustGet(t, m, []byte("k"), "v")
 }
 
-// TestCheckFile: the header's reserved bytes and the file's size, which
-// Open does not look at and Recover cannot fix.
+// TestCheckFile: a reserved header byte outside the checksum and the end
+// of the claimed space, which Open does not look at under an open map:
+// Check reports both, and after Recover neither.
 func TestCheckFile(t *testing.T) {
 	p := tempPath(t)
 	m, err := Open(p, small)
@@ -92,11 +93,36 @@ func TestCheckFile(t *testing.T) {
 	if err := m.Put([]byte("new"), make([]byte, 200)); err != nil && !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Put that needs growth in a map with a damaged growth word: %v, want ErrCorrupt or success", err)
 	}
-	// Recover puts the claimed space's end back; the reserved byte stays.
-	if _, err := m.Recover(); err != nil {
+	// Recover puts the claimed space's end back and clears the byte.
+	fixed, err := m.Recover()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if ps := checkProblems(t, m); len(ps) != 1 || !hasProblem(ps, "reserved byte at offset 1000") {
-		t.Fatalf("Check after Recover found %q, want only the reserved byte", ps)
+	if !hasProblem(fixed, "reserved bytes [280, 4096) cleared (the first not zero was at offset 1000)") {
+		t.Fatalf("Recover: %q", fixed)
+	}
+	if ps := checkProblems(t, m); ps != nil {
+		t.Fatalf("Check after Recover found %q", ps)
+	}
+	mustGet(t, m, []byte("k"), "v")
+}
+
+// TestCheckReservedUnderChecksum: a reserved byte under the header's
+// checksum, sealed by it, is reported and left: Recover does not rewrite
+// the sealed header.
+func TestCheckReservedUnderChecksum(t *testing.T) {
+	b := validFile(t)
+	b[200] = 1
+	reseal(b)
+	m, err := Open(writeFile(t, b), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for range 2 {
+		if ps := checkProblems(t, m); len(ps) != 1 || !hasProblem(ps, "reserved byte at offset 200 is not zero") {
+			t.Fatalf("Check found %q", ps)
+		}
+		m.Recover()
 	}
 }

@@ -118,3 +118,72 @@ func TestChecksumsOption(t *testing.T) {
 		t.Fatal(v)
 	}
 }
+
+// TestChecksumsRejectDamagedLength: with ChecksumEntries, an entry whose
+// value-length word was damaged (shorter, still inside its chunks) is
+// ErrCorrupt to every read of its value, in writable and read-only
+// processes, instead of wrong bytes; a pinned entry, which has no
+// checksum that holds, still reads; Recover drops the damaged one only.
+func TestChecksumsRejectDamagedLength(t *testing.T) {
+	p := tempPath(t)
+	m, err := Open(p, Options{Entries: 1000, AverageKeySize: 11, AverageValueSize: 16, ChecksumEntries: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeChecked(t, m)
+	for i := range 100 {
+		mustPut(t, m, key(i), bigValue(i, 40))
+	}
+	h, err := m.AcquireInt64([]byte("pinned"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Add(7)
+	bad := key(42)
+	s := m.segmentOf(bad)
+	_, _, e, found, _ := m.find(s, bad, m.hash(bad))
+	if !found || e.valLen != 40 {
+		t.Fatalf("%s: found %v, %d bytes", bad, found, e.valLen)
+	}
+	shm32 := func(off int, v uint32) {
+		s.mem[off], s.mem[off+1], s.mem[off+2], s.mem[off+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	}
+	shm32(e.off+4, 28)
+
+	ro, err := Open(p, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	for _, r := range []*Map{m, ro} {
+		if v, err := r.Get(bad); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("read-only %v: Get of the damaged entry = %q, %v; want ErrCorrupt", r.ReadOnly(), v, err)
+		}
+		if v, err := r.AppendValue(make([]byte, 0, 64), bad); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("read-only %v: AppendValue = %q, %v; want ErrCorrupt", r.ReadOnly(), v, err)
+		}
+		if err := r.Range(func(k, v []byte) bool { return true }); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("read-only %v: Range: %v; want ErrCorrupt", r.ReadOnly(), err)
+		}
+		if err := r.ViewKeys([][]byte{key(1), bad}, func([][]byte, []bool) {}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("read-only %v: ViewKeys: %v; want ErrCorrupt", r.ReadOnly(), err)
+		}
+		mustGet(t, r, key(41), string(bigValue(41, 40)))
+		mustGet(t, r, []byte("pinned"), string(le(7)))
+	}
+	if err := m.Update(bad, func(v []byte, _ bool) ([]byte, Op) { return v, OpPut }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Update of the damaged entry: %v; want ErrCorrupt", err)
+	}
+	if err := m.UpdateKeys([][]byte{bad}, func(v [][]byte, _ []bool) ([][]byte, []Op) { return v, []Op{OpPut} }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("UpdateKeys of the damaged entry: %v; want ErrCorrupt", err)
+	}
+	if fixed, err := m.Recover(); err != nil || !hasProblem(fixed, "fails its checksum") {
+		t.Fatalf("Recover: %q, %v", fixed, err)
+	}
+	mustMiss(t, m, bad)
+	for i := range 100 {
+		if i != 42 {
+			mustGet(t, m, key(i), string(bigValue(i, 40)))
+		}
+	}
+}

@@ -47,7 +47,11 @@ func (m *Map) refresh() bool {
 		return false
 	}
 	size := st.Size()
-	if size < end && end <= int64(m.limit) && !m.readOnly {
+	page := int64(os.Getpagesize())
+	// Not over a file cut shorter than this process mapped, nor over
+	// regions Open found cut: that would hide the loss (Check reports
+	// it, Recover drops what was cut and says so).
+	if size < end && end <= int64(m.limit) && !m.readOnly && !m.damagedGrowth.Load() && shm.Pad(size, page) >= int64(m.region.Len()) {
 		// Space claimed by a process that has not given it storage yet,
 		// or died before it could: doing it for it is harmless where it
 		// writes nothing (fallocate), and this process can then map it.
@@ -56,7 +60,6 @@ func (m *Map) refresh() bool {
 		}
 	}
 	grew := false
-	page := int64(os.Getpagesize())
 	if target := shm.Pad(min(size, int64(m.limit)), page); target > int64(m.region.Len()) && !m.closed.Load() {
 		mem, err := m.region.Extend(m.file, int(target), !m.readOnly)
 		if err != nil {

@@ -60,7 +60,7 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 			continue
 		}
 		buf, spans = buf[:0], spans[:0]
-		bad := !m.loadTable(s)
+		bad, rejected := !m.loadTable(s), false
 		var t int64
 		if m.expiring {
 			t = now()
@@ -111,10 +111,16 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 				buf = m.scratchValue(buf, s, e)
 			} else {
 				buf = loadValue(buf, s, e)
+				if m.sumRejects(s.mem, w, e.sumOff(), buf[k:vs], buf[vs:]) {
+					rejected = true
+				}
 			}
 			spans = append(spans, k, vs, len(buf))
 		}
 		if quiescent || s.hdr.version.Load() == v {
+			if rejected {
+				return buf, spans, m.corrupt(s, "an entry fails its checksum (torn by a power cut, or damaged)")
+			}
 			if bad {
 				if m.mapsPast(len(s.mem)) {
 					continue // another process grew the file: map it and look again

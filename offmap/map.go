@@ -58,7 +58,11 @@ type Map struct {
 	keysScratch sync.Pool
 
 	// openRepairs lists what Open repaired when it found itself alone.
-	openRepairs   []string
+	openRepairs []string
+	// damagedGrowth: opened with OpenDamaged over growth records that
+	// disagree with the file; until Recover, the file is not extended
+	// over what they name.
+	damagedGrowth atomic.Bool
 	handlesIssued atomic.Bool
 
 	closed  atomic.Bool
@@ -132,7 +136,7 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 	}
 	reg, err := shm.Reserve(int(h.MaxFileSize))
 	if err != nil {
-		return nil, err
+		return nil, reserveError(h.MaxFileSize, err)
 	}
 	mem, err := reg.Extend(f, int(h.FileSize), !readOnly)
 	if err != nil {
@@ -141,10 +145,18 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 	}
 	m := newMap(path, *h, mem, readOnly, w, opts)
 	m.file, m.region, m.limit = f, reg, int(h.MaxFileSize)
+	if err := m.checkGrowthAtOpen(opts.OpenDamaged); err != nil {
+		m.Close()
+		return nil, err
+	}
 	m.refresh() // the growth area, as far as other processes took it
 	if exclusive {
-		m.recoverAlone()
+		if !m.damagedGrowth.Load() { // else Recover repairs, descriptors first
+			m.recoverAlone()
+		}
 		if h.Version == pidTokenVersion {
+			// Alone, every old token is a dead holder's: no process of
+			// the old version has the file open.
 			err = upgradeInPlace(f, m.mem[:headerSize])
 			m.hdr.Version = formatVersion
 		}
@@ -296,6 +308,7 @@ func (m *Map) lock(s *segment) error {
 	// outside the file is left by no crash, only by damage: repair it like
 	// a dead holder's.
 	if tookOver || !tableOK || s.hdr.version.Load()&1 != 0 || s.hdr.intent.Load() != 0 || s.hdr.tx.Load() != 0 {
+		m.dropForeignRegions(s)
 		m.repairLocked(s)
 		if s.hdr.tx.Load() != 0 {
 			// An interrupted UpdateKeys whose other segments could not

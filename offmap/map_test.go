@@ -135,16 +135,27 @@ func TestAppendValueReusesBuffer(t *testing.T) {
 }
 
 func TestZeroAllocations(t *testing.T) {
-	m := openTest(t, small)
+	sums := small
+	sums.ChecksumEntries = true // reads verify the checksum
+	for _, opts := range []Options{small, sums} {
+		t.Run(fmt.Sprint("checksums=", opts.ChecksumEntries), func(t *testing.T) { zeroAllocations(t, opts) })
+	}
+}
+
+func zeroAllocations(t *testing.T, opts Options) {
+	m := openTest(t, opts)
 	k, v := []byte("counter"), make([]byte, 8)
 	mustPut(t, m, k, v)
-	buf := make([]byte, 0, 16)
+	k40 := []byte("forty")
+	mustPut(t, m, k40, make([]byte, 40))
+	buf := make([]byte, 0, 64)
 	h, err := m.AcquireInt64([]byte("handle"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]func(){
 		"AppendValue":    func() { buf, _ = m.AppendValue(buf[:0], k) },
+		"AppendValue 40": func() { buf, _ = m.AppendValue(buf[:0], k40) },
 		"Put existing":   func() { _ = m.Put(k, v) },
 		"Has":            func() { _, _ = m.Has(k) },
 		"Int64.Add":      func() { h.Add(1) },

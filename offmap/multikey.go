@@ -79,6 +79,9 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 			return fmt.Errorf("%w: UpdateKeys: %q", ErrPinned, k)
 		case ok:
 			sc.bufs[i] = loadValue(sc.bufs[i][:0], s, e)
+			if m.sumRejects(s.mem, w, e.sumOff(), k, sc.bufs[i]) {
+				return m.corrupt(s, fmt.Sprintf("UpdateKeys: the entry of key %q fails its checksum", k))
+			}
 			vals[i], found[i], chunk[i] = capped(sc.bufs[i]), true, slotChunk(w)
 		case bad:
 			return m.corrupt(s, "a lookup met an entry outside the segment")
@@ -167,7 +170,7 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 			// Out of bounds under a stable version (or in a segment read
 			// as its dead writer left it) is damage, not a torn read.
 			if quiescent[busy] || segs[busy].hdr.version.Load() == versions[busy] {
-				return m.corrupt(&segs[busy], "a lookup met an entry outside the segment")
+				return m.corrupt(&segs[busy], "a lookup met an entry outside the segment, or one that fails its checksum")
 			}
 		}
 		q, err := m.readStep(&segs[busy], try, &since[busy])
@@ -208,6 +211,9 @@ func (m *Map) viewOnce(keys [][]byte, sc *keysScratch) int {
 			sc.bufs[i] = m.scratchValue(sc.bufs[i], s, e)
 		} else {
 			sc.bufs[i] = loadValue(sc.bufs[i], s, e)
+			if m.sumRejects(s.mem, w, e.sumOff(), k, sc.bufs[i]) {
+				return j // torn under a changing version, damage under a stable one
+			}
 		}
 		sc.vals[i], sc.found[i] = capped(sc.bufs[i]), true
 	}

@@ -31,17 +31,26 @@ type Options struct {
 	// MaxFileSize bounds the file as the map grows past Entries and the
 	// average sizes: Put returns ErrFull only there (or when the disk is
 	// full). Every process reserves this much address space for the map
-	// (it costs no memory). Zero means 64 GiB, or 4 times the starting
-	// size if that is more.
+	// while it has it open (it costs no memory), so that value handles
+	// never move; the process's address space bounds how many maps it can
+	// have open at once: about 2,000 at the default in the 128 TiB of a
+	// Linux amd64 process, fewer under an address-space limit (ulimit -v),
+	// where Open says so. Zero means 64 GiB, or 4 times the starting size
+	// if that is more. Only at creation ('offmap copy --max-file-size'
+	// rewrites a map with another).
 	MaxFileSize int64
 	// ChecksumEntries keeps a checksum in every entry (as Chronicle Map's
 	// checksumEntries), which Check, Recover and offmap verify use to find
 	// entries a power cut tore: such a write is reported, and dropped by
-	// Recover, instead of being read back half old and half new. Each
-	// Put hashes its key and value once more, and same-size updates of
-	// 8 bytes or less go through the crash-safe redo record instead of one
-	// atomic store; Get is unchanged. Values that handles (AcquireInt64 and
-	// the others) point into are not checked. Only at creation.
+	// Recover, instead of being read back half old and half new. Every
+	// read of a value (Get, AppendValue, Range, ViewKeys, and Update's and
+	// UpdateKeys' old values) checks it too, and returns ErrCorrupt
+	// rather than bytes it rejects (a torn write, or a damaged length
+	// word), in read-only processes as well. Each Put and each read of a
+	// value hashes key and value once more, and same-size updates of 8
+	// bytes or less go through the crash-safe redo record instead of one
+	// atomic store. Values that handles (AcquireInt64 and the others)
+	// point into are not checked. Only at creation.
 	ChecksumEntries bool
 	// TTL is how long an entry lives after each write that stores its
 	// value (Put, Update and the others; PutTTL gives its own). An expired
@@ -64,6 +73,16 @@ type Options struct {
 	// process (a dead holder is taken over within about a second
 	// whatever this says). Zero means 30 s; negative means no limit.
 	LockTimeout time.Duration
+
+	// OpenDamaged opens a map whose growth records disagree with the
+	// file, which Open otherwise refuses: a file shorter than the slot
+	// tables and extents its segments name (ErrTruncated, as a file cut
+	// short is), or those overlapping each other or past the claimed
+	// space's end (ErrCorrupt). It is for Recover (offmap recover and
+	// verify use it), which then drops what was lost and says what;
+	// before Recover, operations on the segments concerned may fail.
+	// A sound map opens as without it.
+	OpenDamaged bool
 
 	set bool // opened by OpenSet: keys only
 }

@@ -2,6 +2,7 @@ package offmap
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -104,7 +105,8 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 		base := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride)
 		slots, n := m.tableOf(base, sh.table.Load())
 		if m.tableFits(slots, n, len(mem), base) {
-			off, vn, found, bad := m.probe(mem, sh, base, slots, n, key, h)
+			off, vn, w, bad := m.probe(mem, sh, base, slots, n, key, h)
+			found := w != 0
 			if found && m.expiring {
 				// The expiry word follows the value (and the checksum).
 				x := off + shm.Pad8(vn)
@@ -114,11 +116,14 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 				found = !expiredNow(mem, x)
 			}
 			if !bad {
-				out := dst
+				out, rejected := dst, false
 				if found && wantValue {
 					out = appendValueAt(dst, mem, off, vn)
+					// A checksum that fails under a stable version is
+					// damage: the slow path says so.
+					rejected = m.sums && m.sumRejects(mem, w, off+shm.Pad8(vn), key, out[len(dst):])
 				}
-				if sh.version.Load() == v && !m.closed.Load() {
+				if !rejected && sh.version.Load() == v && !m.closed.Load() {
 					return out, found, nil
 				}
 			}
@@ -130,13 +135,13 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 
 // probe looks key up for a reader in the table of n slots at slots (an
 // offset in mem) of the segment with header sh and initial body at base:
-// the offset and length of its value if found. bad reports bytes out of
-// bounds.
-func (m *Map) probe(mem []byte, sh *segmentHeader, base, slots, n int, key []byte, h keyHash) (valOff, valLen int, found, bad bool) {
+// the offset and length of its value and its slot word if found (w = 0
+// if not). bad reports bytes out of bounds.
+func (m *Map) probe(mem []byte, sh *segmentHeader, base, slots, n int, key []byte, h keyHash) (valOff, valLen int, w uint64, bad bool) {
 	area0 := base + int(m.hdr.AreaOff)
 	i := homeIn(h.match, n)
 	for range n {
-		w := shm.U64(mem, slots+int(i)*8).Load()
+		w = shm.U64(mem, slots+int(i)*8).Load()
 		if w&slotMatch == h.match {
 			c := slotChunk(w)
 			off, end, ok := area0+int(c)<<m.chunkShift, area0+m.area0Len, true
@@ -144,24 +149,24 @@ func (m *Map) probe(mem []byte, sh *segmentHeader, base, slots, n int, key []byt
 				off, end, ok = m.locate(mem, sh, base, c)
 			}
 			if !ok || off > end-entryHeaderSize {
-				return 0, 0, false, true
+				return 0, 0, 0, true
 			}
 			hw := shm.U64(mem, off).Load() // key length | value length << 32
 			kl, vl := int(uint32(hw)), int(hw>>32)
 			if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl, m.trailer) > end {
-				return 0, 0, false, true
+				return 0, 0, 0, true
 			}
 			if kl == len(key) && shm.Equal(mem[off+entryHeaderSize:], key) {
-				return off + entryHeaderSize + shm.Pad8(kl), vl, true, false
+				return off + entryHeaderSize + shm.Pad8(kl), vl, w, false
 			}
 		} else if w == 0 {
-			return 0, 0, false, false
+			return 0, 0, 0, false
 		}
 		if i++; int(i) == n {
 			i = 0
 		}
 	}
-	return 0, 0, false, true
+	return 0, 0, 0, true
 }
 
 // appendValueAt appends the n-byte value at mem[off:] to dst; values of up
@@ -211,17 +216,21 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 		if found && m.expired(s, e) {
 			found = false
 		}
-		out := dst[:base]
+		out, rejected := dst[:base], false
 		if found && wantValue {
 			if quiescent && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
-				out = m.scratchValue(out, s, e)
+				out = m.scratchValue(out, s, e) // its checksum is written when the redo is applied
 			} else {
 				out = loadValue(out, s, e)
+				rejected = m.sumRejects(s.mem, w, e.sumOff(), key, out[base:])
 			}
 		}
 		if quiescent || s.hdr.version.Load() == v {
 			if m.closed.Load() {
 				return dst[:base], false, ErrClosed
+			}
+			if rejected {
+				return dst[:base], false, m.corrupt(s, fmt.Sprintf("the entry of key %q fails its checksum (torn by a power cut, or damaged)", key))
 			}
 			if bad && !found {
 				if m.mapsPast(len(s.mem)) {

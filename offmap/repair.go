@@ -1,8 +1,10 @@
 package offmap
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -288,7 +290,9 @@ func (m *Map) repairLocked(s *segment) []string {
 // value handle anywhere points into detached entries, so their space can
 // be reclaimed.
 func (m *Map) recoverAlone() {
-	m.openRepairs = nil
+	// The growth descriptors first: a segment's repair writes into its
+	// tables and extents, which must be its own.
+	m.openRepairs, _ = m.checkGrowth(m.fileEnd(), true)
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
 		s := &sv
@@ -316,7 +320,6 @@ func (m *Map) recoverAlone() {
 		}
 		h.lock.Unlock()
 	}
-	m.openRepairs = append(m.openRepairs, m.overlaps(len(m.current()), true)...)
 }
 
 // Recover repairs every segment and returns what it found and fixed, one
@@ -337,7 +340,25 @@ func (m *Map) Recover() ([]string, error) {
 	fixed := append([]string(nil), m.openRepairs...)
 	m.openRepairs = nil
 	m.refresh()
-	fixed = append(fixed, m.overlaps(len(m.current()), true)...)
+	size := m.fileEnd()
+	grown, cut := m.checkGrowth(size, true)
+	fixed = append(fixed, grown...)
+	fixed = append(fixed, m.clearReserved()...)
+	if m.damagedGrowth.CompareAndSwap(true, false) {
+		m.refresh() // what Open left unmapped: the space claimed but not given storage
+	}
+	var truncated error
+	if cut && m.file != nil {
+		truncated = fmt.Errorf("%w: %s: the file ends at %d, before tables or extents its segments named: Recover dropped them, and the entries in them are lost",
+			ErrTruncated, m.path, size)
+		// Give the cut part storage again, as zeros that nothing names
+		// now: a process that still has it mapped reads them instead of
+		// faulting.
+		if end := max(int(m.growth().allocEnd.Load()), len(m.current())); end > size {
+			shm.AllocateShared(m.file, int64(size), int64(end-size))
+		}
+		m.refresh()
+	}
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
 		s := &sv
@@ -357,7 +378,7 @@ func (m *Map) Recover() ([]string, error) {
 		if m.file != nil {
 			shm.Flock(m.file, false, false) // a failed upgrade may have dropped the shared lock
 		}
-		return fixed, nil
+		return fixed, truncated
 	}
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
@@ -371,7 +392,7 @@ func (m *Map) Recover() ([]string, error) {
 			fixed = append(fixed, fmt.Sprintf("segment %d: reclaimed %d detached entries", i, n))
 		}
 	}
-	return fixed, shm.Flock(m.file, false, false)
+	return fixed, cmp.Or(shm.Flock(m.file, false, false), truncated)
 }
 
 // reclaimDetachedLocked frees the entries deleted while pinned.
@@ -419,6 +440,11 @@ func (m *Map) Check() error {
 	if err != nil {
 		return err
 	}
+	if size, mapped := m.fileEnd(), len(m.current()); m.file != nil && shm.Pad(size, os.Getpagesize()) < mapped {
+		// Scanning the segments would touch pages the file no longer has.
+		return fmt.Errorf("%w: %s: the file is %d bytes, shorter than the %d this process mapped: it was truncated while in use (Recover drops what was cut)",
+			ErrTruncated, m.path, size, mapped)
+	}
 	for i := range int(m.hdr.Segments) {
 		p, err := m.CheckSegment(i)
 		if err != nil {
@@ -435,19 +461,23 @@ func (m *Map) Check() error {
 // CheckFile checks what lies outside the segments, as Check does: the
 // header page's reserved bytes, the file's size, and the places of the
 // segments' grown slot tables and extents (inside the claimed growth
-// area, inside the file, no two overlapping). Recover cannot fix the first
-// two: a problem there means a damaged or foreign-made file ('offmap
-// copy' rewrites it); it drops tables and extents that overlap.
+// area, inside the file, no two overlapping). Recover clears reserved
+// bytes outside the header's checksum, drops tables and extents that
+// overlap or were cut off, and moves a wrong end of the claimed space;
+// it cannot fix reserved bytes under the checksum or a file shorter than
+// its header says: a problem there means a foreign-made or damaged file
+// ('offmap copy' rewrites it).
 func (m *Map) CheckFile() ([]string, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
 	var p []string
-	for _, r := range [][2]int{{headerReservedOff, checksumOff}, {growthWordsEnd, headerSize}} {
-		if i := slices.IndexFunc(m.mem[r[0]:r[1]], func(b byte) bool { return b != 0 }); i >= 0 {
-			p = append(p, fmt.Sprintf("header: reserved byte at offset %d is not zero", r[0]+i))
-			break
-		}
+	if i := slices.IndexFunc(m.mem[headerReservedOff:checksumOff], nonZero); i >= 0 {
+		// Under the checksum: the file was made so, and Recover does not
+		// rewrite a sealed header.
+		p = append(p, fmt.Sprintf("header: reserved byte at offset %d is not zero", headerReservedOff+i))
+	} else if i := slices.IndexFunc(m.mem[growthWordsEnd:headerSize], nonZero); i >= 0 {
+		p = append(p, fmt.Sprintf("header: reserved byte at offset %d, outside the checksum, is not zero; recover clears it", growthWordsEnd+i))
 	}
 	size := int64(len(m.current()))
 	if m.file != nil {
@@ -460,7 +490,26 @@ func (m *Map) CheckFile() ([]string, error) {
 			p = append(p, fmt.Sprintf("file is %d bytes, its header says at least %d", size, m.hdr.FileSize))
 		}
 	}
-	return append(p, m.overlaps(min(int(size), len(m.current())), false)...), nil
+	if mapped := len(m.current()); shm.Pad(size, int64(os.Getpagesize())) < int64(mapped) && m.file != nil {
+		p = append(p, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use", size, mapped))
+	}
+	grown, _ := m.checkGrowth(min(int(size), len(m.current())), false)
+	return append(p, grown...), nil
+}
+
+func nonZero(b byte) bool { return b != 0 }
+
+// clearReserved zeroes the header page's reserved bytes after the growth
+// words, which no checksum covers and nothing reads: damage there would
+// otherwise fail Check for good.
+func (m *Map) clearReserved() []string {
+	r := m.mem[growthWordsEnd:headerSize]
+	i := slices.IndexFunc(r, nonZero)
+	if i < 0 {
+		return nil
+	}
+	shm.Zero(r)
+	return []string{fmt.Sprintf("header: reserved bytes [%d, %d) cleared (the first not zero was at offset %d)", growthWordsEnd, headerSize, growthWordsEnd+i)}
 }
 
 // grownRegion is a slot table or extent in the growth area.
@@ -469,54 +518,63 @@ type grownRegion struct {
 	seg, k   int // k = -1 for a slot table, else the extent
 }
 
-// overlaps checks the segments' grown tables and extents against each
-// other and the claimed space (whose end must be in the first size bytes
-// of the file). With fix set (Open alone, or Recover) it drops, with the
-// segment locked, every one that overlaps an earlier one or lies outside
-// the claimed space or the file, and repairs the segment (the entries in
-// it are lost, as damage loses them); and it moves a damaged end of the
-// claimed space past every table and extent, so that no claim can hand
-// out space in use.
-func (m *Map) overlaps(size int, fix bool) []string {
-	var p []string
-	g := m.growth()
-	claimed := int(g.allocEnd.Load())
-	badEnd := claimed < int(m.hdr.FileSize) || claimed > m.limit || claimed%64 != 0
-	if badEnd {
-		p = append(p, fmt.Sprintf("header: the claimed space ends at %d, outside [%d, %d]", claimed, m.hdr.FileSize, m.limit))
-		claimed = min(max(claimed, int(m.hdr.FileSize)), m.limit)
-	}
+// grownRegions returns the tables and extents that the segment headers
+// name (a non-zero word, whether valid or not), sorted by offset.
+func (m *Map) grownRegions() []grownRegion {
 	var rs []grownRegion
 	for i := range int(m.hdr.Segments) {
-		s := m.segment(uint32(i))
-		if w := s.hdr.table.Load(); w != 0 {
+		sh := shm.Overlay[segmentHeader](m.mem, int(m.hdr.SegHeadersOff)+i*segmentHeaderSize)
+		if w := sh.table.Load(); w != 0 {
 			off, n := tableAt(w)
 			rs = append(rs, grownRegion{off, off + 8*n, i, -1})
 		}
 		for k := 1; k <= m.maxExtent(); k++ {
-			if off := int(s.hdr.extents[k-1].Load()); off != 0 {
+			if off := int(sh.extents[k-1].Load()); off != 0 {
 				rs = append(rs, grownRegion{off, off + m.extentBytes(k), i, k})
 			}
 		}
 	}
-	slices.SortFunc(rs, func(a, b grownRegion) int { return a.off - b.off })
-	end := int(m.hdr.FileSize)
-	for _, r := range rs {
-		what := fmt.Sprintf("segment %d: slot table", r.seg)
-		if r.k >= 0 {
-			what = fmt.Sprintf("segment %d: extent %d", r.seg, r.k)
-		}
-		var why string
-		switch {
-		case r.off < int(m.hdr.FileSize) && r.k == -1:
+	// Ties, which only damage makes, in an order that does not depend on
+	// the sort: the shorter first, so that the one reaching further is the
+	// one dropped.
+	slices.SortFunc(rs, func(a, b grownRegion) int {
+		return cmp.Or(cmp.Compare(a.off, b.off), cmp.Compare(a.end, b.end), cmp.Compare(a.seg, b.seg), cmp.Compare(a.k, b.k))
+	})
+	return rs
+}
+
+// checkGrowth checks the segments' grown tables and extents against each
+// other, the claimed space and the first size bytes of the file, in
+// offset order: each must start at or after the end of the one kept
+// before it and end within the file. One that ends past the claimed space
+// but within the file is kept, and the claimed space's end is what is
+// wrong (no checksum covers it). cut reports a region past the end of
+// the file: the file was truncated.
+//
+// With fix set (Recover, or Open alone) it drops, with the segment
+// locked, every region that overlaps an earlier one or was cut, and
+// repairs the segment (the entries in it are lost, as damage loses
+// them); and it moves the claimed space's end past every region kept, so
+// that no claim can hand out space in use.
+func (m *Map) checkGrowth(size int, fix bool) (p []string, cut bool) {
+	g := m.growth()
+	claimed := int(g.allocEnd.Load())
+	badEnd := claimed < int(m.hdr.FileSize) || claimed > m.limit || claimed%64 != 0
+	if badEnd {
+		p = append(p, fmt.Sprintf("header: the claimed space ends at %d, outside [%d, %d]; %s", claimed, m.hdr.FileSize, m.limit,
+			fixWord(fix, "moved to the end of the last table or extent", "recover moves it to the end of the last table or extent")))
+	}
+	end := int(m.hdr.FileSize) // of the regions kept so far
+	for _, r := range m.grownRegions() {
+		if r.off < int(m.hdr.FileSize) && r.k == -1 {
 			continue // a table in an initial body: loadTable allows only the segment's own
-		case r.off < end:
-			why = fmt.Sprintf("at %d overlaps what lies before it", r.off)
-		case r.end > claimed && !badEnd:
-			why = fmt.Sprintf("[%d, %d) lies past the claimed space, which ends at %d", r.off, r.end, claimed)
-		case r.end > size:
-			why = fmt.Sprintf("[%d, %d) lies past the end of the file, %d", r.off, r.end, size)
-		default:
+		}
+		why := m.regionFault(r, end, size)
+		if why == "" {
+			if r.end > claimed && !badEnd {
+				p = append(p, fmt.Sprintf("%s [%d, %d) lies past the claimed space, which ends at %d; %s",
+					r.what(), r.off, r.end, claimed, fixWord(fix, "the claimed space's end moved past it", "recover moves the claimed space's end past it")))
+			}
 			end = r.end
 			continue
 		}
@@ -525,30 +583,182 @@ func (m *Map) overlaps(size int, fix bool) []string {
 			if err := m.lock(&s); err != nil {
 				continue
 			}
-			// Another process may have claimed and published this one
-			// since the claimed space's end was read: it did so under this
-			// lock, so now both cover it if it is sound.
-			if r.off >= end && !badEnd && r.end <= int(g.allocEnd.Load()) && r.end <= len(m.current()) {
+			// Sound after all: published by another process after the
+			// file's size was read. (The lock's own repair, after a dead
+			// holder, may have dropped it already.)
+			if why = m.regionFault(r, end, m.fileEnd()); why == "" {
 				s.hdr.lock.Unlock()
 				end = r.end
 				continue
 			}
-			p = append(p, fmt.Sprintf("%s %s", what, why))
-			if r.k == -1 {
-				s.hdr.table.Store(0)
-			} else {
-				s.hdr.extents[r.k-1].Store(0)
+			if r.named(s.hdr) {
+				r.drop(s.hdr)
+				// And the segment's other unsound regions (reported as the
+				// loop reaches them): its repair reads them all.
+				m.dropForeignRegions(&s)
+				m.repairLocked(&s)
 			}
-			m.repairLocked(&s)
 			s.hdr.lock.Unlock()
+		}
+		// Within the claimed space but past the file: cut off, not a
+		// damaged word.
+		cut = cut || r.off >= end && r.end > size && r.end <= claimed && !badEnd
+		p = append(p, fmt.Sprintf("%s %s; %s", r.what(), why, fixWord(fix, "dropped with its entries", "recover drops it with its entries")))
+	}
+	if fix {
+		if badEnd {
+			g.allocEnd.Store(uint64(shm.Pad(end, 64)))
+		}
+		raiseAllocEnd(g, end)
+	}
+	return p, cut
+}
+
+// checkGrowthAtOpen refuses a file whose growth records disagree with it:
+// shorter than the tables and extents its segments name (ErrTruncated),
+// or with those overlapping or past the claimed space (ErrCorrupt).
+// Opening such a file as if sound would drop them, and the entries in
+// them, without a word. With damaged set the map opens anyway, for
+// Recover to say what it drops.
+func (m *Map) checkGrowthAtOpen(damaged bool) error {
+	g := m.growth()
+	var p []string
+	var cut bool
+	// Until two looks agree: a region that another process publishes
+	// between the reads of AllocEnd, the headers and the file's size may
+	// look past either. Its claim moves AllocEnd, its storage the size.
+	for try := 0; try < 100; try++ {
+		a := g.allocEnd.Load()
+		size, err := m.statSize()
+		if err != nil {
+			return err
+		}
+		p, cut = m.checkGrowth(size, false)
+		if len(p) == 0 {
+			return nil
+		}
+		if again, err := m.statSize(); err == nil && again == size && g.allocEnd.Load() == a {
+			break
+		}
+	}
+	if damaged {
+		m.damagedGrowth.Store(true)
+		return nil
+	}
+	kind := ErrCorrupt
+	if cut {
+		kind = ErrTruncated
+	}
+	return fmt.Errorf("%w: its growth records disagree with the file ('offmap recover' drops what is lost and says what):\n  %s",
+		kind, strings.Join(p, "\n  "))
+}
+
+func (m *Map) statSize() (int, error) {
+	st, err := m.file.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return int(st.Size()), nil
+}
+
+// fixWord says what a repair did, or what Recover would do.
+func fixWord(fix bool, done, toDo string) string {
+	if fix {
+		return done
+	}
+	return toDo
+}
+
+// regionFault says why region r cannot be kept, given that the regions
+// kept before it end at end and the file at size, or "".
+func (m *Map) regionFault(r grownRegion, end, size int) string {
+	switch {
+	case r.off < end:
+		return fmt.Sprintf("at %d overlaps what lies before it", r.off)
+	case r.end > size:
+		return fmt.Sprintf("[%d, %d) lies past the end of the file, %d", r.off, r.end, size)
+	}
+	return ""
+}
+
+// raiseAllocEnd moves the claimed space's end up to end (padded to 64)
+// if it is below; claims that race with it only move it further.
+func raiseAllocEnd(g *growthWords, end int) {
+	want := uint64(shm.Pad(end, 64))
+	for {
+		a := g.allocEnd.Load()
+		if a >= want || g.allocEnd.CompareAndSwap(a, want) {
+			return
+		}
+	}
+}
+
+func (r grownRegion) what() string {
+	if r.k < 0 {
+		return fmt.Sprintf("segment %d: slot table", r.seg)
+	}
+	return fmt.Sprintf("segment %d: extent %d", r.seg, r.k)
+}
+
+// named reports whether sh still names r.
+func (r grownRegion) named(sh *segmentHeader) bool {
+	if r.k < 0 {
+		w := sh.table.Load()
+		off, _ := tableAt(w)
+		return w != 0 && off == r.off
+	}
+	return int(sh.extents[r.k-1].Load()) == r.off
+}
+
+// drop removes r from its segment: the segment goes back to its first
+// table, or loses the extent (and, at its repair, the extents after it).
+func (r grownRegion) drop(sh *segmentHeader) {
+	if r.k < 0 {
+		sh.table.Store(0)
+	} else {
+		sh.extents[r.k-1].Store(0)
+	}
+}
+
+// dropForeignRegions drops the tables and extents of s (locked, about to
+// be repaired) that overlap another segment's or were cut from the file,
+// as checkGrowth would: a repair writes bitmaps and slots into its
+// segment's regions, and must never write into another segment's. It
+// reads the other segments' words without their locks: a region they
+// publish meanwhile was claimed after s's, and lies past them.
+func (m *Map) dropForeignRegions(s *segment) []string {
+	var p []string
+	size, end := m.fileEnd(), int(m.hdr.FileSize)
+	for _, r := range m.grownRegions() {
+		if r.off < int(m.hdr.FileSize) && r.k == -1 {
 			continue
 		}
-		p = append(p, fmt.Sprintf("%s %s", what, why))
-	}
-	if fix && (badEnd || int(g.allocEnd.Load()) < end) {
-		g.allocEnd.Store(uint64(shm.Pad(max(end, int(m.hdr.FileSize)), 64)))
+		why := m.regionFault(r, end, size)
+		if why == "" {
+			end = r.end
+			if r.seg == s.idx {
+				raiseAllocEnd(m.growth(), r.end)
+			}
+			continue
+		}
+		if r.seg == s.idx && r.named(s.hdr) {
+			r.drop(s.hdr)
+			p = append(p, fmt.Sprintf("%s %s; dropped with its entries", r.what(), why))
+		}
 	}
 	return p
+}
+
+// fileEnd is how much of the file is both mapped and there: a file cut
+// short under this process ends before its mapping.
+func (m *Map) fileEnd() int {
+	n := len(m.current())
+	if m.file != nil {
+		if st, err := m.file.Stat(); err == nil {
+			n = min(n, int(st.Size()))
+		}
+	}
+	return n
 }
 
 // CheckSegment checks segment i (0 <= i < Stats().Segments) as Check does

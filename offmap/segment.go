@@ -303,6 +303,15 @@ func (m *Map) sumHolds(s *segment, e entry) bool {
 	return shm.U64(s.mem, e.sumOff()).Load() == uint64(entrySum(key, value))
 }
 
+// sumRejects reports whether an entry whose slot word is w, read as key
+// and value, disagrees with its checksum at sumOff in mem: a write a power
+// cut tore, or a damaged length word. Readers return ErrCorrupt rather
+// than such bytes. Entries without checksums pass, and so do pinned ones,
+// whose values handles change without the lock.
+func (m *Map) sumRejects(mem []byte, w uint64, sumOff int, key, value []byte) bool {
+	return m.sums && w&slotPinned == 0 && shm.U64(mem, sumOff).Load() != uint64(entrySum(key, value))
+}
+
 // loadValue appends e's value to dst. Values of up to 8 bytes are read
 // with one atomic load, so that a value handle's concurrent store is seen
 // whole.

@@ -56,6 +56,9 @@ func (m *Map) updateKeyLocked(s *segment, h keyHash, key []byte, fn func([]byte,
 			} else {
 				m.bufs[s.idx] = loadValue(m.bufs[s.idx][:0], s, e)
 			}
+			if m.sumRejects(s.mem, w, e.sumOff(), key, m.bufs[s.idx]) {
+				return m.corrupt(s, fmt.Sprintf("Update: the entry of key %q fails its checksum", key))
+			}
 			cur = m.bufs[s.idx]
 		}
 		nv, op := fn(cur, found)

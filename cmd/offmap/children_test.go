@@ -22,8 +22,19 @@ import (
 //	         count and exits
 //	holder   holds a segment lock (inside Update) until stdin closes
 //	sleeper  prints "ready" and waits until stdin closes
+//	opener   opens the map, prints "ready" and keeps it open until stdin
+//	         closes
 func runChild(kind, path string) {
 	switch kind {
+	case "opener":
+		m, err := offmap.Open(path, offmap.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("ready")
+		io.Copy(io.Discard, os.Stdin)
+		m.Close()
 	case "writer":
 		childWriter(path)
 	case "holder":

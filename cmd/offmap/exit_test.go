@@ -104,7 +104,7 @@ func TestExitCodes(t *testing.T) {
 		t.Error("a command created the missing file")
 	}
 	r := offmapRun(t, nil, "verify", problems)
-	want := problems + ": 1 problems:\n  header: reserved byte at offset 300 is not zero"
+	want := problems + ": 1 problems:\n  header: reserved byte at offset 300, outside the checksum, is not zero; recover clears it"
 	if !strings.HasPrefix(r.stdout, want) {
 		t.Errorf("verify found %q, want %q", r.stdout, want)
 	}

@@ -21,8 +21,11 @@ per problem fixed. Entries whose writes completed are never lost.
 It is safe while other processes use the map: it locks one segment at a
 time, and they wait for that segment only. If a live process holds a
 segment's lock for longer than --timeout, recover stops with an error and
-changes nothing more. A damaged header cannot be repaired: copy what can
-still be read with 'offmap dump' instead.`,
+changes nothing more. A file cut short (shorter than the tables and
+extents its segments name, which every other command refuses) loses what
+was cut: recover drops those tables and extents, prints them, and exits 1;
+run again, it finds nothing more to drop. A damaged header cannot be
+repaired: copy what can still be read with 'offmap dump' instead.`,
 	examples: `  offmap recover clients.map
   offmap verify clients.map || offmap recover clients.map`,
 	run: runRecover,
@@ -40,7 +43,7 @@ func runRecover(c *cli, args []string) error {
 	}
 	// A process that opens the map alone repairs dead processes' leftovers
 	// at once; Recover reports them with its own findings.
-	m, err := openMap(pos[0], offmap.Options{LockTimeout: *timeout})
+	m, err := openMap(pos[0], offmap.Options{LockTimeout: *timeout, OpenDamaged: true})
 	if err != nil {
 		return err
 	}

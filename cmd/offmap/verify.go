@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/offmap"
@@ -44,7 +46,7 @@ func runVerify(c *cli, args []string) error {
 	if err := mustExist(path); err != nil {
 		return err
 	}
-	m, err := offmap.Open(path, readOnly)
+	m, err := offmap.Open(path, offmap.Options{ReadOnly: true, OpenDamaged: true})
 	if isFileDamage(err) {
 		return negative(err)
 	}
@@ -62,7 +64,9 @@ func runVerify(c *cli, args []string) error {
 		return err
 	}
 	for i := range raw {
-		raw[i] += " (recover cannot fix this; 'offmap copy' rewrites the file)"
+		if !strings.Contains(raw[i], "recover") {
+			raw[i] += " (recover cannot fix this; 'offmap copy' rewrites the file)"
+		}
 	}
 	problems = append(raw, problems...)
 	if len(problems) == 0 {
@@ -73,8 +77,8 @@ func runVerify(c *cli, args []string) error {
 	for _, p := range problems {
 		fmt.Fprintf(c.stdout, "  %s\n", p)
 	}
-	if len(problems) > len(raw) {
-		fmt.Fprintf(c.stdout, "'offmap recover %s' repairs the segments as each line describes.\n", path)
+	if len(problems) > len(raw) || slices.ContainsFunc(raw, func(p string) bool { return strings.Contains(p, "recover") }) {
+		fmt.Fprintf(c.stdout, "'offmap recover %s' repairs what each line says it does.\n", path)
 	}
 	return &cliargs.ExitErr{Code: exitNegative, Silent: true, Err: errors.New("damaged")}
 }

@@ -146,13 +146,13 @@ func damages(t *testing.T) []damage {
 			le.PutUint32(r.b[r.entryOff(seg, slotChunkOf(w)):], r.maxKey+1)
 			return []string{fmt.Sprintf("segment %d: slot %d: entry at chunk %d is outside the segment or over the size limits", seg, i, slotChunkOf(w))}
 		}},
-		{"reserved header byte set", false, func(t *testing.T, r *rawMap, _ uint32, _ []string) []string {
+		{"reserved header byte set", true, func(t *testing.T, r *rawMap, _ uint32, _ []string) []string {
 			r.b[300] = 1
-			return []string{"header: reserved byte at offset 300 is not zero"}
+			return []string{"header: reserved byte at offset 300, outside the checksum, is not zero; recover clears it"}
 		}},
 		{"extent past the claimed space", true, func(t *testing.T, r *rawMap, seg uint32, _ []string) []string {
 			r.setHdr(seg, hdrExtent1, uint64(len(r.b)))
-			return []string{fmt.Sprintf("segment %d: extent 1 [%d, ", seg, len(r.b)), "lies past the claimed space"}
+			return []string{fmt.Sprintf("segment %d: extent 1 [%d, ", seg, len(r.b)), "lies past the end of the file", "recover drops it"}
 		}},
 	}
 }

@@ -43,23 +43,32 @@ func killAndResume(t *testing.T, spec helperSpec, tag uint32, first int64, total
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a loaded 2-core machine
 	defer cancel()
 	var published atomic.Int64 // messages the engine has
+	var publishing atomic.Bool // until publish returns: more may come
+	publishing.Store(true)
 	pubDone := make(chan error, 1)
-	go func() { pubDone <- publish(ctx, &published) }()
+	go func() {
+		err := publish(ctx, &published)
+		publishing.Store(false)
+		pubDone <- err
+	}()
 
-	// Each ingest is killed at a random instant: a quarter of them while
-	// starting (opening, connecting), the others once they are appending,
-	// within the next 50 ms (so mostly while catching up).
+	// Each ingest is killed at a random instant: a quarter of them (never
+	// the first) while starting (opening, connecting), the others once
+	// they are appending, within the next 50 ms (so mostly while catching
+	// up).
 	start := time.Now()
 	active := 0 // kills that found the ingest appending
 	for i := 0; i < kills; i++ {
 		h := startHelper(t, spec)
-		if rand.N(4) == 0 {
+		if rand.N(4) == 0 && i > 0 { // the first always once it appends: one kill at least must test that
 			time.Sleep(time.Duration(rand.N(100)) * time.Millisecond)
 		} else {
+			// Until it appends; one that has caught up waits for the next
+			// burst, unless none is coming.
 			base := r.n.Load()
 			deadline := time.Now().Add(time.Minute)
-			for r.n.Load() == base && base < published.Load() && time.Now().Before(deadline) && r.failed() == nil {
-				time.Sleep(time.Millisecond) // until it appends, unless it has nothing to append
+			for r.n.Load() == base && (base < published.Load() || publishing.Load()) && time.Now().Before(deadline) && r.failed() == nil {
+				time.Sleep(time.Millisecond)
 			}
 			if r.n.Load() != base {
 				active++
