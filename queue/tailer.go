@@ -244,24 +244,36 @@ func (t *Tailer) writerGone(h uint64) bool {
 	return t.q.writerDead(h)
 }
 
-// attach maps the first cycle at or after t.from, if any.
+// attach maps the first cycle at or after t.from, if any, passing over
+// orphaned cycle files (see Queue.orphaned): they hold nothing and would
+// never be sealed, so a tailer in one would wait forever.
 func (t *Tailer) attach() error {
 	if t.q.latest.Load() == 0 {
 		return ErrNoMessage
 	}
-	n, ok, err := t.q.firstCycleFrom(t.from)
-	if err != nil {
-		return err
+	for {
+		n, ok, err := t.q.firstCycleFrom(t.from)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNoMessage
+		}
+		c, _, err := t.q.acquire(n, false, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted since the listing: list again
+		}
+		if err != nil {
+			return err
+		}
+		if t.q.orphaned(c) {
+			c.release()
+			t.from = n + 1
+			continue
+		}
+		t.setCycle(c)
+		return nil
 	}
-	if !ok {
-		return ErrNoMessage
-	}
-	c, _, err := t.q.acquire(n, false, 0)
-	if err != nil {
-		return err
-	}
-	t.setCycle(c)
-	return nil
 }
 
 // nextCycle follows an end-of-cycle mark to the next cycle file (or the
@@ -277,6 +289,10 @@ func (t *Tailer) nextCycle() error {
 	}
 	next := uint32(n - 1)
 	c, _, err := t.q.acquire(next, false, 0)
+	if err == nil && t.q.orphaned(c) {
+		c.release()
+		err = os.ErrNotExist // made again after retention deleted it
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		// Deleted by retention, which deletes the oldest cycles first: no
 		// cycle between the two may exist.
