@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -139,6 +140,9 @@ func (w *Writing) Commit() (uint64, error) {
 	idx := Index(c.num, w.seq)
 	ok := shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy)
 	c.release()
+	if !ok && q.closed.Load() {
+		return 0, fmt.Errorf("%w: index %d:%d was aborted by Close", ErrClosed, c.num, w.seq)
+	}
 	if !ok {
 		return 0, fmt.Errorf("%w: index %d:%d was skipped by a reader that judged its writer dead", ErrAbandoned, c.num, w.seq)
 	}
@@ -153,10 +157,50 @@ func (w *Writing) Abort() {
 		return
 	}
 	w.c = nil
-	shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy|flagSkipped)
+	ok := shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy|flagSkipped)
 	q := c.q
 	c.release()
-	q.notify()
+	if ok { // else a reader or Close skipped it already (after Close, q's words are unmapped)
+		q.notify()
+	}
+}
+
+// abortOutstanding marks skipped every slot this process reserved and has
+// neither committed nor aborted, in the cycles still in use, and returns
+// an ErrUncommitted naming them (nil if there were none). Close calls it.
+func (q *Queue) abortOutstanding() error {
+	if q.writerBits == 0 {
+		return nil // never appended
+	}
+	q.mu.Lock()
+	var used []*cycle
+	for _, c := range q.cycles {
+		if c.refs.Load() > 0 && c.writable {
+			used = append(used, c)
+		}
+	}
+	q.mu.Unlock()
+	var aborted []string
+	for _, c := range used {
+		w := c.walkFrom(0, dataStart)
+		for {
+			h, err := w.header()
+			if err != nil || h == 0 || h&flagEOF != 0 {
+				break
+			}
+			if h&(flagBusy|flagMeta) == flagBusy && h&writerMask == q.writerBits &&
+				shm.U64(w.mem, int(w.off)).CompareAndSwap(h, h&^flagBusy|flagSkipped) {
+				aborted = append(aborted, fmt.Sprintf("%d:%d", c.num, w.seq))
+			}
+			if w.step(h) != nil {
+				break
+			}
+		}
+	}
+	if len(aborted) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: Close aborted %d reservations (indexes %s)", ErrUncommitted, len(aborted), strings.Join(aborted, ", "))
 }
 
 // appendCycle returns the cycle to append to, with a reference, rolling

@@ -34,6 +34,10 @@ var (
 	// judged its writer dead and skipped the slot; the message is lost
 	// for every reader (append it again to send it).
 	ErrAbandoned = errors.New("queue: message slot was abandoned")
+	// ErrUncommitted: Close found reservations (Reserve) neither
+	// committed nor aborted, and aborted them; their Commit then returns
+	// ErrClosed.
+	ErrUncommitted = errors.New("queue: reservation neither committed nor aborted")
 	// ErrOptionsMismatch: the options conflict with the existing queue.
 	ErrOptionsMismatch = errors.New("queue: options conflict with the existing queue")
 	// ErrInvalidOptions: the options cannot describe a queue.
