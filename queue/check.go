@@ -167,6 +167,10 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 		return cl, nil
 	}
 	defer c.release()
+	if err := c.checkSize(); err != nil {
+		problem("%v", err) // the walk would fault past the file's end
+		return cl, nil
+	}
 	// Read the shared words before the walk: the walk's end is then at or
 	// after what they describe, even while appenders go on.
 	hint := c.hint.Load()

@@ -94,8 +94,10 @@ func (q *Queue) cycleStats(n uint32) CycleStats {
 	if st, err := c.f.Stat(); err == nil {
 		cs.FileSize = st.Size()
 	}
-	seq, off, err := c.end()
-	cs.Messages, cs.BytesUsed = seq, off-dataStart
+	seq, off, err := c.end() // ErrTruncated if the file is now shorter than mapped
+	if off >= dataStart {
+		cs.Messages, cs.BytesUsed = seq, off-dataStart
+	}
 	switch {
 	case err == errEOF:
 		cs.Sealed = true
