@@ -41,6 +41,15 @@ func FuzzCycleFile(f *testing.F) {
 	binary.LittleEndian.PutUint64(bad[hintOff:], packHint(5, 1<<30))
 	binary.LittleEndian.PutUint64(bad[l1Off:], 12345)
 	f.Add(bad)
+	// Offsets whose sum with a length wraps past the largest int64.
+	wraps := append([]byte(nil), seed[:16<<10]...)
+	binary.LittleEndian.PutUint64(wraps[l1Off:], 1<<63-8)
+	f.Add(wraps)
+	if arr := binary.LittleEndian.Uint64(seed[l1Off:]); arr != 0 && arr+8 <= 16<<10 {
+		wraps = append([]byte(nil), seed[:16<<10]...)
+		binary.LittleEndian.PutUint64(wraps[arr+8:], 1<<63-8) // the index entry of message 1
+		f.Add(wraps)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 256<<10 {
 			return
