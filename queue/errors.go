@@ -49,7 +49,9 @@ var (
 	// number, or is not a regular file. It is the same error value as
 	// offmap.ErrNotMap.
 	ErrForeign = shm.ErrForeign
-	// ErrTruncated: a queue file is shorter than its header needs.
+	// ErrTruncated: a queue file is shorter than its header needs, or a
+	// cycle file became shorter than this process mapped it (someone
+	// truncated it while in use).
 	ErrTruncated = shm.ErrTruncated
 	// ErrVersion: a queue file has a format version this code cannot read.
 	ErrVersion = shm.ErrVersion
