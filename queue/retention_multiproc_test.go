@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/offmap/offmap/internal/reexec"
 )
 
 // retainAppend appends writerMsg(writer, 0), (writer, 1), ... a few a
@@ -118,7 +120,7 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 	}
 	audit.Close()
 	pauses := 3
-	if testing.Short() {
+	if testing.Short() || reexec.Emulated() {
 		pauses = 1
 	}
 	const writers = 3
