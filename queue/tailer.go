@@ -23,10 +23,10 @@ type Tailer struct {
 	stallAt  int64 // when the busy header at stallOff was first seen
 	stallOff int64
 	stallHdr uint64
-	// The checks of the walk against the sparse index and the write hint
-	// (checkIndexed, checkEnd), done once per position: the offset of the
-	// message last checked against its index entry, and of the free slot
-	// last checked against the hint (0: none).
+	// The checks of the walk against the sparse index (checkIndexed,
+	// checkEnd), done once per position: the offset of the message last
+	// checked against its index entry, and of the free slot last checked
+	// as the end (0: none).
 	indexOK, endOK int64
 	boundary       uint32 // index spacing - 1: a message at seq&boundary == 0 has an index entry
 
