@@ -97,8 +97,8 @@ func runHelper(role, dir, args string) int {
 		if len(a) < 3 || a[2] != 1 {
 			q.Append(writerMsg(buf, a[0], -1))
 		}
-	case "retain-append": // writer id: append until stdin closes (see retainAppend)
-		return retainAppend(q, a[0])
+	case "retain-append": // writer id, every: append until stdin closes (see retainAppend)
+		return retainAppend(q, a[0], a[1])
 	case "audit-tail": // writers, idle seconds: see auditTail
 		return auditTail(q, a[0], time.Duration(a[1])*time.Second)
 	case "typed-append": // count: trades 0 .. count-1

@@ -19,10 +19,11 @@ import (
 
 // retainAppend appends writerMsg(writer, 0), (writer, 1), ... a few a
 // millisecond, rolling every 100 ms and keeping 2 cycles, until stdin
-// closes; then an end marker. It prints "started" after its first append
-// and, last, "acked N": how many appends returned success, the end marker
-// not counted. An append that fails ends it with status 1.
-func retainAppend(q *Queue, writer int) int {
+// closes; then an end marker. It prints "started" after its first append,
+// "acked N" after every every-th append (every > 0) and, last, "acked N":
+// how many appends returned success, the end marker not counted. An append
+// that fails ends it with status 1.
+func retainAppend(q *Queue, writer, every int) int {
 	var stop atomic.Bool
 	go func() { io.Copy(io.Discard, os.Stdin); stop.Store(true) }()
 	buf := make([]byte, 16)
@@ -35,6 +36,9 @@ func retainAppend(q *Queue, writer int) int {
 		}
 		if acked == 0 {
 			fmt.Println("started")
+		}
+		if every > 0 && (acked+1)%every == 0 {
+			fmt.Printf("acked %d\n", acked+1)
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
@@ -103,12 +107,15 @@ func auditTail(q *Queue, writers int, idle time.Duration) int {
 }
 
 // TestPausedAppendersWithRetention: appenders in child processes append
-// while the queue rolls every 100 ms and each keeps 2 cycles; two of them
+// while the queue rolls every 100 ms and each keeps 2 cycles. Two of them
 // are stopped (SIGSTOP) for several rolls at a time, long enough for
 // retention to delete the cycle they were appending to and the one after
-// it, then continued. A tailer in another process, following from the
-// start, must read every append that returned success, in each writer's
-// order, and every append must succeed.
+// it, then continued; a third is stopped and killed while stopped, a
+// fourth killed while it appends. A tailer in another process, following
+// from the start, must read every append that returned success, in each
+// writer's order: all of those of the writers that lived, whose appends
+// must all succeed, and those of the killed ones up to the last they
+// reported (or one more, acknowledged as they died).
 func TestPausedAppendersWithRetention(t *testing.T) {
 	dir := t.TempDir()
 	q := openT(t, dir, Options{Roll: Fast})
@@ -123,30 +130,45 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 	if testing.Short() || reexec.Emulated() {
 		pauses = 1
 	}
-	const writers = 3
-	tail := helperCmd(t, "audit-tail", dir, writers, 5)
+	const survivors = 3
+	stoppedVictim, runningVictim := survivors, survivors+1
+	tail := helperCmd(t, "audit-tail", dir, survivors, 5)
 	tailOut, _ := tail.StdoutPipe()
 	if err := tail.Start(); err != nil {
 		t.Fatal(err)
 	}
 	type appender struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Reader
+		cmd    *exec.Cmd
+		stdin  io.WriteCloser
+		acked  chan int // the last count it printed, once its output ends
+		victim bool
 	}
 	var apps []appender
-	for w := range writers {
-		cmd := helperCmd(t, "retain-append", dir, w)
+	for w := range survivors + 2 {
+		victim := w >= survivors
+		every := 0
+		if victim {
+			every = 1 // it will not get to say at the end
+		}
+		cmd := helperCmd(t, "retain-append", dir, w, every)
 		stdin, _ := cmd.StdinPipe()
 		out, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		r := bufio.NewReader(out)
-		if line, _ := r.ReadString('\n'); line != "started\n" {
-			t.Fatalf("writer %d: %q before its first append", w, line)
+		sc := bufio.NewScanner(out)
+		if !sc.Scan() || sc.Text() != "started" {
+			t.Fatalf("writer %d: %q before its first append", w, sc.Text())
 		}
-		apps = append(apps, appender{cmd, stdin, r})
+		acked := make(chan int, 1)
+		go func() {
+			n := -1
+			for sc.Scan() {
+				fmt.Sscanf(sc.Text(), "acked %d", &n)
+			}
+			acked <- n
+		}()
+		apps = append(apps, appender{cmd, stdin, acked, victim})
 	}
 	cs, _ := q.Cycles()
 	if len(cs) == 0 {
@@ -154,7 +176,12 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 	}
 	first := cs[0]
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
-	for range pauses {
+	kill := func(w int) {
+		apps[w].cmd.Process.Signal(syscall.SIGKILL)
+		apps[w].cmd.Wait() // reaped: readers then see it dead
+	}
+	apps[stoppedVictim].cmd.Process.Signal(syscall.SIGSTOP)
+	for round := range pauses {
 		for _, w := range []int{1, 2} {
 			time.Sleep(time.Duration(50+rng.IntN(100)) * time.Millisecond) // appending
 			p := apps[w].cmd.Process
@@ -164,18 +191,19 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 			time.Sleep(time.Duration(400+rng.IntN(200)) * time.Millisecond)
 			p.Signal(syscall.SIGCONT)
 		}
+		if round == 0 {
+			kill(stoppedVictim)
+			kill(runningVictim)
+		}
 	}
 	time.Sleep(100 * time.Millisecond) // the continued writers append again
 	acked := map[int]int{}
 	for w, a := range apps {
-		a.stdin.Close()
-		rest, _ := io.ReadAll(a.out)
-		var n int
-		if _, err := fmt.Sscanf(string(rest), "acked %d", &n); err != nil {
-			t.Errorf("writer %d: output %q", w, rest)
+		if !a.victim {
+			a.stdin.Close()
 		}
-		acked[w] = n
-		if err := a.cmd.Wait(); err != nil {
+		acked[w] = <-a.acked
+		if err := a.cmd.Wait(); !a.victim && err != nil {
 			t.Errorf("writer %d: %v after %d appends", w, err, acked[w])
 		}
 	}
@@ -191,9 +219,14 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 	if err := tail.Wait(); err != nil {
 		t.Errorf("audit tailer: %v", err)
 	}
-	for w := range writers {
-		if read[w] != acked[w] || acked[w] == 0 {
+	for w, a := range apps {
+		switch {
+		case acked[w] <= 0:
+			t.Errorf("writer %d: no append acknowledged", w)
+		case !a.victim && read[w] != acked[w]:
 			t.Errorf("writer %d: %d appends acknowledged, the tailer read %d", w, acked[w], read[w])
+		case a.victim && (read[w] < acked[w] || read[w] > acked[w]+1):
+			t.Errorf("killed writer %d: %d appends reported acknowledged, the tailer read %d", w, acked[w], read[w])
 		}
 	}
 	if cs, _ := q.Cycles(); len(cs) == 0 || cs[0] <= first {
