@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -139,6 +140,9 @@ func (w *Writing) Commit() (uint64, error) {
 	idx := Index(c.num, w.seq)
 	ok := shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy)
 	c.release()
+	if !ok && q.closed.Load() {
+		return 0, fmt.Errorf("%w: index %d:%d was aborted by Close", ErrClosed, c.num, w.seq)
+	}
 	if !ok {
 		return 0, fmt.Errorf("%w: index %d:%d was skipped by a reader that judged its writer dead", ErrAbandoned, c.num, w.seq)
 	}
@@ -153,10 +157,50 @@ func (w *Writing) Abort() {
 		return
 	}
 	w.c = nil
-	shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy|flagSkipped)
+	ok := shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy|flagSkipped)
 	q := c.q
 	c.release()
-	q.notify()
+	if ok { // else a reader or Close skipped it already (after Close, q's words are unmapped)
+		q.notify()
+	}
+}
+
+// abortOutstanding marks skipped every slot this process reserved and has
+// neither committed nor aborted, in the cycles still in use, and returns
+// an ErrUncommitted naming them (nil if there were none). Close calls it.
+func (q *Queue) abortOutstanding() error {
+	if q.writerBits == 0 {
+		return nil // never appended
+	}
+	q.mu.Lock()
+	var used []*cycle
+	for _, c := range q.cycles {
+		if c.refs.Load() > 0 && c.writable {
+			used = append(used, c)
+		}
+	}
+	q.mu.Unlock()
+	var aborted []string
+	for _, c := range used {
+		w := c.walkFrom(0, dataStart)
+		for {
+			h, err := w.header()
+			if err != nil || h == 0 || h&flagEOF != 0 {
+				break
+			}
+			if h&(flagBusy|flagMeta) == flagBusy && h&writerMask == q.writerBits &&
+				shm.U64(w.mem, int(w.off)).CompareAndSwap(h, h&^flagBusy|flagSkipped) {
+				aborted = append(aborted, fmt.Sprintf("%d:%d", c.num, w.seq))
+			}
+			if w.step(h) != nil {
+				break
+			}
+		}
+	}
+	if len(aborted) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: Close aborted %d reservations (indexes %s)", ErrUncommitted, len(aborted), strings.Join(aborted, ", "))
 }
 
 // appendCycle returns the cycle to append to, with a reference, rolling
@@ -249,6 +293,13 @@ func (q *Queue) startAppending() error {
 			return err
 		}
 	}
+	return q.attachLatest()
+}
+
+// attachLatest makes the latest cycle the append cycle, first sealing the
+// one before it in case its roller died before doing so. The caller holds
+// appendMu.
+func (q *Queue) attachLatest() error {
 	n := uint32(q.latest.Load() - 1)
 	c, _, err := q.acquire(n, false, 0)
 	if err != nil {
@@ -262,6 +313,52 @@ func (q *Queue) startAppending() error {
 	}
 	q.setCycle(c)
 	return nil
+}
+
+// behindLatest reports whether cycle n lies before the latest cycle: a
+// cycle the queue has rolled past, which retention may have deleted.
+func (q *Queue) behindLatest(n uint32) bool {
+	latest := q.latest.Load()
+	return latest != 0 && uint64(n) < latest-1
+}
+
+// orphaned reports whether c is a cycle file made again after retention
+// deleted the original: it lies before the latest cycle yet names no next
+// one, and holds no message. A cycle the queue rolled past names its next
+// before the roll that publishes a later cycle, so no cycle of the chain
+// looks like this; readers and appenders pass over it. (One with messages
+// is damage, which they report.)
+func (q *Queue) orphaned(c *cycle) bool {
+	if !q.behindLatest(c.num) || c.next.Load() != 0 {
+		return false
+	}
+	w := c.walkFrom(0, dataStart)
+	for {
+		h, err := w.header()
+		switch {
+		case err != nil:
+			return false
+		case h == 0 || h&flagEOF != 0:
+			return w.seq == 0
+		case h&flagMeta == 0:
+			return false
+		}
+		if w.step(h) != nil {
+			return false
+		}
+	}
+}
+
+// removeOrphan deletes the cycle file this process just created for c
+// when it turns out to be orphaned, unless the name now holds another file.
+func (q *Queue) removeOrphan(c *cycle) {
+	path := q.cyclePath(c.num)
+	mine, err1 := c.f.Stat()
+	there, err2 := os.Stat(path)
+	if err1 == nil && err2 == nil && os.SameFile(mine, there) {
+		os.Remove(path)
+		q.forget(c.num)
+	}
 }
 
 func (q *Queue) createFirstCycle() error {
@@ -314,6 +411,24 @@ func (q *Queue) bumpLatest(n uint32) {
 	}
 }
 
+// beforeRollCreate, set by tests, runs in a roll between the check that
+// the next cycle is not behind the latest and the making of its file.
+var beforeRollCreate func(q *Queue, next uint32)
+
+// leaveBehind moves the appenders from c, which the queue has rolled past,
+// to the latest cycle. c is sealed already unless its roller is between
+// publishing the next cycle and sealing c: seal it, as that roller would.
+func (q *Queue) leaveBehind(c *cycle) error {
+	if err := c.seal(q.writerBits); err != nil {
+		return err
+	}
+	if err := q.attachLatest(); err != nil {
+		return err
+	}
+	q.notify()
+	return nil
+}
+
 // rollIfDue rolls from c when the clock has passed its end.
 func (q *Queue) rollIfDue(c *cycle) error {
 	now := q.cycleOf(q.wallNow())
@@ -348,6 +463,17 @@ func (q *Queue) advance(c *cycle, to uint32) error {
 		return fmt.Errorf("%w: cycle %d names %d as its next", ErrCorrupt, c.num, int64(next)-1)
 	}
 	n := uint32(next - 1)
+	if q.behindLatest(n) {
+		// This appender was left behind (idle, or paused) while others
+		// rolled on: n may be deleted, and made again it would fork the
+		// chain where no reader looks. Go to the latest cycle instead.
+		err := q.leaveBehind(c)
+		q.appendMu.Unlock()
+		return err
+	}
+	if beforeRollCreate != nil {
+		beforeRollCreate(q, n)
+	}
 	// 2. Make sure its file exists, 3. publish it as the latest cycle.
 	nc, created, err := q.acquire(n, true, uint64(c.num)+1)
 	if err == nil && nc.prev != uint64(c.num)+1 {
@@ -357,6 +483,17 @@ func (q *Queue) advance(c *cycle, to uint32) error {
 	if err != nil {
 		q.appendMu.Unlock()
 		return &shm.OpError{Pkg: "queue", Op: "roll to", Path: q.cyclePath(n), Err: err}
+	}
+	if q.orphaned(nc) {
+		// Others rolled past n and retention deleted it between the check
+		// above and the file's creation: undo it, as above.
+		if created {
+			q.removeOrphan(nc)
+		}
+		nc.release()
+		err := q.leaveBehind(c)
+		q.appendMu.Unlock()
+		return err
 	}
 	q.bumpLatest(n)
 	// 4. Seal c: messages claimed in c stay there, later ones go to nc.

@@ -128,7 +128,8 @@ func (q *Queue) checkMeta(problem func(string, ...any)) {
 		if n == 0 {
 			continue
 		}
-		if n > maxTailerName {
+		name, ok := q.tailerName(i, n)
+		if !ok {
 			problem("%s: named tailer %d has a name of %d bytes", metaName, i, n)
 			continue
 		}
@@ -138,7 +139,7 @@ func (q *Queue) checkMeta(problem func(string, ...any)) {
 		}
 		latest := q.latest.Load() // after the ack: a later roll only raises it
 		if c, _ := SplitIndex(acked - 1); latest == 0 || uint64(c) > latest-1 {
-			problem("%s: named tailer %q acknowledged %d:%d, past the latest cycle", metaName, q.tailerName(i, int(n)), c, uint32(acked-1))
+			problem("%s: named tailer %q acknowledged %d:%d, past the latest cycle", metaName, name, c, uint32(acked-1))
 		}
 	}
 }
@@ -166,6 +167,10 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 		return cl, nil
 	}
 	defer c.release()
+	if err := c.checkSize(); err != nil {
+		problem("%v", err) // the walk would fault past the file's end
+		return cl, nil
+	}
 	// Read the shared words before the walk: the walk's end is then at or
 	// after what they describe, even while appenders go on.
 	hint := c.hint.Load()

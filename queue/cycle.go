@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
+	"golang.org/x/sys/unix"
 )
 
 // cycle is one cycle file mapped by this process: the header page, then
@@ -265,6 +266,9 @@ func (c *cycle) refresh(need int64) ([]byte, error) {
 	if err != nil {
 		return mem, err
 	}
+	if err := c.shorterThanMapped(st.Size(), len(mem)); err != nil {
+		return mem, err
+	}
 	size := min(st.Size(), c.q.meta.MaxCycleSize) &^ (pageSize - 1)
 	if size <= int64(len(mem)) {
 		return mem, nil
@@ -275,6 +279,39 @@ func (c *cycle) refresh(need int64) ([]byte, error) {
 	}
 	c.setView(mem)
 	return mem, nil
+}
+
+// shorterThanMapped returns an ErrTruncated error when the file, of size
+// bytes, is shorter than the mapped bytes: files only grow, so someone
+// truncated it while in use. Reading the mapping past its end would raise
+// SIGBUS, and growing it again would hide the loss.
+func (c *cycle) shorterThanMapped(size int64, mapped int) error {
+	if size >= int64(mapped) {
+		return nil
+	}
+	return fmt.Errorf("%w: cycle file %s is %d bytes, shorter than the %d mapped: truncated while in use", ErrTruncated, c.q.cyclePath(c.num), size, mapped)
+}
+
+// checkSize compares the file's size with the mapped prefix (one fstat):
+// where a walk may go far without reaching the mapped end (Check, Stats,
+// seeks to the end, an idle tailer), it finds a truncated file before the
+// walk faults. Reaching the mapped end, refresh does the same.
+func (c *cycle) checkSize() error {
+	size, err := c.fileSize()
+	if err != nil {
+		return err
+	}
+	return c.shorterThanMapped(size, len(c.mem()))
+}
+
+// fileSize returns the file's size without allocating (os.File.Stat
+// does), so that the tailer's seeks and waits stay allocation-free.
+func (c *cycle) fileSize() (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(c.f.Fd()), &st); err != nil {
+		return 0, &os.PathError{Op: "fstat", Path: c.f.Name(), Err: err}
+	}
+	return st.Size, nil
 }
 
 // grow makes the file hold at least need bytes, preallocated in blocks,

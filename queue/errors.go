@@ -31,14 +31,18 @@ var (
 	// missing or it lies past the end).
 	ErrNotFound = errors.New("queue: index not in the queue")
 	// ErrAbandoned: a reservation was committed after a reader had
-	// skipped its slot, its writer's lease being gone (the queue was
-	// closed under it); the message is lost for every reader (append it
-	// again to send it).
+	// skipped its slot, finding its writer's lease released or damaged
+	// (a live writer is waited for); the message is lost for every reader
+	// (append it again to send it).
 	ErrAbandoned = errors.New("queue: message slot was abandoned")
 	// ErrNoFileLocks: the file system cannot hold the open file
 	// description lock by which each process that writes the queue shows
 	// the others that it is alive: writable opens are refused there.
 	ErrNoFileLocks = shm.ErrNoFileLocks
+	// ErrUncommitted: Close found reservations (Reserve) neither
+	// committed nor aborted, and aborted them; their Commit then returns
+	// ErrClosed.
+	ErrUncommitted = errors.New("queue: reservation neither committed nor aborted")
 	// ErrOptionsMismatch: the options conflict with the existing queue.
 	ErrOptionsMismatch = errors.New("queue: options conflict with the existing queue")
 	// ErrInvalidOptions: the options cannot describe a queue.
@@ -50,7 +54,9 @@ var (
 	// number, or is not a regular file. It is the same error value as
 	// offmap.ErrNotMap.
 	ErrForeign = shm.ErrForeign
-	// ErrTruncated: a queue file is shorter than its header needs.
+	// ErrTruncated: a queue file is shorter than its header needs, or a
+	// cycle file became shorter than this process mapped it (someone
+	// truncated it while in use).
 	ErrTruncated = shm.ErrTruncated
 	// ErrVersion: a queue file has a format version this code cannot read.
 	ErrVersion = shm.ErrVersion

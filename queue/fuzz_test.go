@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // FuzzCycleFile writes arbitrary bytes as a queue's only cycle file, then
@@ -39,6 +41,15 @@ func FuzzCycleFile(f *testing.F) {
 	binary.LittleEndian.PutUint64(bad[hintOff:], packHint(5, 1<<30))
 	binary.LittleEndian.PutUint64(bad[l1Off:], 12345)
 	f.Add(bad)
+	// Offsets whose sum with a length wraps past the largest int64.
+	wraps := append([]byte(nil), seed[:16<<10]...)
+	binary.LittleEndian.PutUint64(wraps[l1Off:], 1<<63-8)
+	f.Add(wraps)
+	if arr := binary.LittleEndian.Uint64(seed[l1Off:]); arr != 0 && arr+8 <= 16<<10 {
+		wraps = append([]byte(nil), seed[:16<<10]...)
+		binary.LittleEndian.PutUint64(wraps[arr+8:], 1<<63-8) // the index entry of message 1
+		f.Add(wraps)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 256<<10 {
 			return
@@ -238,5 +249,105 @@ func FuzzOperations(f *testing.F) {
 		if !slices.Equal(lost, wantLost) {
 			t.Fatalf("Check: lost %v, want %v", lost, wantLost)
 		}
+	})
+}
+
+// FuzzMeta writes arbitrary bytes as queue.meta beside a sound cycle
+// file, then opens the queue read-only and takes statistics, reads from
+// the start and through every named tailer, seeks to the end and checks;
+// then, the lock word cleared (a live holder is waited for, by design),
+// opens it for writing and appends, adds and acknowledges a named tailer.
+// Any outcome but a panic, a fault or a hang is fine. With fixSum the
+// header's checksum is recomputed, so that its fields get past it.
+func FuzzMeta(f *testing.F) {
+	seedDir := f.TempDir()
+	q, err := Open(seedDir, Options{IndexSpacing: 1, BlockSize: 16 << 10, MaxCycleSize: 64 << 10})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for i := range 10 {
+		q.Append(msgOf(i))
+	}
+	nt, _ := q.NamedTailer("audit")
+	nt.Next()
+	nt.Ack()
+	cs, _ := q.Cycles()
+	cycleName := q.cycleName(cs[0])
+	cycle, _ := os.ReadFile(q.cyclePath(cs[0]))
+	q.Close()
+	seed, err := os.ReadFile(filepath.Join(seedDir, metaName))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed, false)
+	with := func(off int, v uint64) []byte {
+		b := slices.Clone(seed)
+		binary.LittleEndian.PutUint64(b[off:], v)
+		return b
+	}
+	for _, v := range []uint64{1<<64 - 1, 1<<63 | 5, 49, 1 << 32} {
+		f.Add(with(tailerTableOff, v), false) // the named tailer's name length
+	}
+	f.Add(with(tailerTableOff+8, 1<<64-1), false)    // its acknowledged index
+	f.Add(with(metaLatestOff, 1<<64-1), false)       // the latest cycle
+	f.Add(with(metaLatestOff, uint64(cs[0])), false) // one behind
+	f.Add(with(leaseTableOff+8, 1<<64-1), false)     // a lease's generation
+	f.Add(with(metaSleepersOff, 1<<32-1), false)     // sleepers and doorbell
+	f.Add(with(40, 1<<40), true)                     // maximum cycle size, checksum fixed
+	f.Add(seed[:300], false)
+	f.Fuzz(func(t *testing.T, meta []byte, fixSum bool) {
+		if len(meta) > 2*metaSize {
+			return
+		}
+		defer failIfHung(5 * time.Second)()
+		meta = slices.Clone(meta)
+		if fixSum && len(meta) >= metaChecksumOff+8 {
+			binary.LittleEndian.PutUint64(meta[metaChecksumOff:], xxhash.Sum64(meta[:metaChecksumOff]))
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, cycleName), cycle, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, metaName), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if q, err := Open(dir, Options{ReadOnly: true, SkipAfter: 1}); err == nil {
+			st, _ := q.Stats()
+			tl, _ := q.Tailer()
+			tl.Drain(1000, func(uint64, []byte) bool { return true })
+			tl.SeekEnd()
+			tl.HasNext()
+			for _, ts := range st.Tailers {
+				if ts.Err == nil {
+					if nt, err := q.NamedTailer(ts.Name); err == nil {
+						nt.Drain(1000, func(uint64, []byte) bool { return true })
+					}
+				}
+			}
+			q.NamedTailer("audit")
+			q.Check()
+			q.Close()
+		}
+		if len(meta) >= metaLockOff+16 {
+			clear(meta[metaLockOff : metaLockOff+16])
+			os.WriteFile(filepath.Join(dir, metaName), meta, 0o644)
+		}
+		q, err := Open(dir, Options{SkipAfter: 1})
+		if err != nil {
+			return
+		}
+		defer q.Close()
+		q.Append([]byte("fuzz"))
+		if nt, err := q.NamedTailer("audit"); err == nil {
+			nt.Next()
+			nt.Ack()
+		}
+		if nt, err := q.NamedTailer("new"); err == nil {
+			nt.Next()
+			nt.Ack()
+		}
+		q.Stats()
+		q.Check()
+		q.DeleteTailer("audit")
 	})
 }

@@ -28,7 +28,9 @@ func (c *cycle) recordIndex(seq uint32, off int64, writer uint64) {
 
 // validArray checks an index array offset read from the file.
 func (c *cycle) validArray(mem []byte, arr int64) bool {
-	return arr >= dataStart+8 && arr&7 == 0 && arr+indexArrayBytes <= int64(len(mem))
+	// (arr <= len-size, not arr+size <= len: arr is read from the file,
+	// and the sum could wrap.)
+	return arr >= dataStart+8 && arr&7 == 0 && arr <= int64(len(mem))-indexArrayBytes
 }
 
 // find returns the position of message seq in the cycle, starting from
@@ -66,7 +68,7 @@ func (c *cycle) indexed(mem *[]byte, seq uint32) (uint32, int64) {
 			continue
 		}
 		off := int64(shm.U64(*mem, int(arr+(j%indexEntries)*8)).Load())
-		if off < dataStart || off&7 != 0 || off+8 > int64(len(*mem)) {
+		if off < dataStart || off&7 != 0 || off > int64(len(*mem))-8 {
 			continue
 		}
 		if h := shm.U64(*mem, int(off)).Load(); h != 0 && h&(flagMeta|flagEOF) == 0 {

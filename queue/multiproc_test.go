@@ -58,6 +58,9 @@ func runHelper(role, dir, args string) int {
 	if role == "latency-reader" || role == "watch-cycles" {
 		opts = Options{} // no roll in the middle of a latency measurement; the queue's own roll
 	}
+	if role == "retain-append" {
+		opts.KeepCycles = 2
+	}
 	q, err := Open(dir, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -94,6 +97,10 @@ func runHelper(role, dir, args string) int {
 		if len(a) < 3 || a[2] != 1 {
 			q.Append(writerMsg(buf, a[0], -1))
 		}
+	case "retain-append": // writer id, every: append until stdin closes (see retainAppend)
+		return retainAppend(q, a[0], a[1])
+	case "audit-tail": // writers, idle seconds: see auditTail
+		return auditTail(q, a[0], time.Duration(a[1])*time.Second)
 	case "typed-append": // count: trades 0 .. count-1
 		ta, err := NewAppender[trade](q)
 		if err != nil {

@@ -68,7 +68,7 @@ func (q *Queue) tailerSlot(name string, add bool) (int, error) {
 			}
 			continue
 		}
-		if n == uint64(len(name)) && string(q.tailerName(i, int(n))) == name {
+		if q.slotNamed(i, name) {
 			return i, nil
 		}
 	}
@@ -86,9 +86,21 @@ func (q *Queue) tailerSlot(name string, add bool) (int, error) {
 	return free, nil
 }
 
-func (q *Queue) tailerName(slot, n int) []byte {
+// tailerName returns the name in a slot whose name length word holds n,
+// or false when n is not a valid length (damage: the word is read from the
+// file, so it is checked before it bounds a slice).
+func (q *Queue) tailerName(slot int, n uint64) ([]byte, bool) {
+	if n == 0 || n > maxTailerName {
+		return nil, false
+	}
 	base := slot*tailerSlotSize + 16
-	return q.tailers[base : base+min(n, maxTailerName)]
+	return q.tailers[base : base+int(n)], true
+}
+
+// slotNamed reports whether tailer slot i holds name.
+func (q *Queue) slotNamed(i int, name string) bool {
+	b, ok := q.tailerName(i, q.tailerWord(i, 0).Load())
+	return ok && string(b) == name
 }
 
 // DeleteTailer forgets a named tailer, so that retention no longer spares
@@ -102,7 +114,7 @@ func (q *Queue) DeleteTailer(name string) error {
 	}
 	defer q.lock.Unlock()
 	for i := 0; i < maxNamedTailers; i++ {
-		if n := q.tailerWord(i, 0).Load(); n == uint64(len(name)) && string(q.tailerName(i, int(n))) == name {
+		if q.slotNamed(i, name) {
 			q.tailerWord(i, 0).Store(0)
 			return nil
 		}

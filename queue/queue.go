@@ -228,7 +228,10 @@ func (q *Queue) RollCycle() RollCycle { return q.meta.Roll }
 
 // Close waits for appends in flight, then unmaps the queue's files. Views
 // returned by tailers must not be used afterwards, and the queue's tailers
-// and reservations must not be used concurrently with Close.
+// and reservations must not be used concurrently with Close. A reservation
+// still neither committed nor aborted after a second is aborted (readers
+// skip it), and Close returns an ErrUncommitted naming its index; its
+// Commit then returns ErrClosed.
 func (q *Queue) Close() error {
 	q.mu.Lock()
 	if !q.closed.CompareAndSwap(false, true) {
@@ -252,18 +255,27 @@ func (q *Queue) Close() error {
 		q.rollTimer.Stop()
 	}
 	q.appendMu.Unlock()
-	// Appends in flight hold a reference to their cycle: wait for them.
-	for {
+	// Appends in flight hold a reference to their cycle: wait for them, a
+	// while. A reservation still open then was left neither committed nor
+	// aborted, and readers would wait at it for as long as this process
+	// lives: abort it and say so.
+	var err error
+	for deadline := time.Now().Add(closeWait); ; {
 		q.mu.Lock()
 		busy := len(q.cycles) > len(q.idle)
 		q.mu.Unlock()
 		if !busy {
 			break
 		}
+		if time.Now().After(deadline) {
+			err = q.abortOutstanding()
+			break
+		}
 		time.Sleep(20 * time.Microsecond)
 	}
+	// Cycles still referenced (by a reservation's Writing) stay mapped, so
+	// that writing into it does not fault; their last release unmaps them.
 	q.mu.Lock()
-	var err error
 	for _, c := range q.idle {
 		if e := c.unmap(); err == nil {
 			err = e
@@ -277,6 +289,9 @@ func (q *Queue) Close() error {
 	}
 	return err
 }
+
+// closeWait is how long Close waits for appends in flight.
+var closeWait = time.Second
 
 func (q *Queue) unmapMeta() error {
 	err := q.metaMap.Unmap()

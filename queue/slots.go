@@ -196,6 +196,9 @@ func (c *cycle) advanced(seq uint32, off, prevOff int64) {
 // returns errEOF (with the EOF header's position) when the cycle is
 // sealed. Not a hot path: seeks, statistics and rolls.
 func (c *cycle) end() (uint32, int64, error) {
+	if err := c.checkSize(); err != nil {
+		return 0, 0, err
+	}
 	return c.endFrom(c.checkedHint())
 }
 

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -36,6 +37,7 @@ type TailerStats struct {
 	Name  string
 	Acked uint64 // index after the last acknowledged message
 	Any   bool   // false: nothing acknowledged yet
+	Err   error  // the slot is damaged: Name and Acked mean nothing
 }
 
 // Stats returns the queue's layout and the fill of its cycle files. It
@@ -64,11 +66,12 @@ func (q *Queue) Stats() (Stats, error) {
 			continue
 		}
 		acked := q.tailerWord(i, 8).Load()
-		st.Tailers = append(st.Tailers, TailerStats{
-			Name:  string(q.tailerName(i, int(n))),
-			Acked: max(acked, 1) - 1,
-			Any:   acked != 0,
-		})
+		name, ok := q.tailerName(i, n)
+		ts := TailerStats{Name: string(name), Acked: max(acked, 1) - 1, Any: acked != 0}
+		if !ok {
+			ts = TailerStats{Err: fmt.Errorf("%w: %s: named tailer %d has a name of %d bytes", ErrCorrupt, metaName, i, n)}
+		}
+		st.Tailers = append(st.Tailers, ts)
 	}
 	cs, err := q.listCycles()
 	if err != nil {
@@ -91,8 +94,10 @@ func (q *Queue) cycleStats(n uint32) CycleStats {
 	if st, err := c.f.Stat(); err == nil {
 		cs.FileSize = st.Size()
 	}
-	seq, off, err := c.end()
-	cs.Messages, cs.BytesUsed = seq, off-dataStart
+	seq, off, err := c.end() // ErrTruncated if the file is now shorter than mapped
+	if off >= dataStart {
+		cs.Messages, cs.BytesUsed = seq, off-dataStart
+	}
 	switch {
 	case err == errEOF:
 		cs.Sealed = true

@@ -23,6 +23,12 @@ type Tailer struct {
 	stallAt  int64 // when the busy header at stallOff was first seen
 	stallOff int64
 	stallHdr uint64
+	// The checks of the walk against the sparse index (checkIndexed,
+	// checkEnd), done once per position: the offset of the message last
+	// checked against its index entry, and of the free slot last checked
+	// as the end (0: none).
+	indexOK, endOK int64
+	boundary       uint32 // index spacing - 1: a message at seq&boundary == 0 has an index entry
 
 	listener listener // for blocking waits; see wait.go
 	setMark  uint64   // for Set.Wait
@@ -30,7 +36,7 @@ type Tailer struct {
 
 // Tailer returns a new tailer at the start of the queue.
 func (q *Queue) Tailer() (*Tailer, error) {
-	t := &Tailer{q: q, slot: -1}
+	t := &Tailer{q: q, slot: -1, boundary: q.meta.IndexSpacing - 1}
 	t.listener.init(t)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -91,6 +97,7 @@ func (t *Tailer) setCycle(c *cycle) {
 	t.drop()
 	t.c, t.mem, t.off, t.seq = c, c.mem(), dataStart, 0
 	t.stallHdr = 0
+	t.indexOK, t.endOK = 0, 0
 }
 
 // stalled reports whether the tailer waits at a busy message, whose
@@ -170,11 +177,12 @@ func (t *Tailer) peek() (uint64, error) {
 	// Fast path: a complete message inside the mapped prefix.
 	if t.c != nil && t.off+8 <= int64(len(t.mem)) {
 		h := shm.U64(t.mem, int(t.off)).Load()
-		if h == 0 && !t.closed { // nothing yet: the common answer of a poll
-			t.stallHdr = 0
-			return 0, ErrNoMessage
-		}
-		if h&(flagBusy|flagEOF|flagMeta|flagSkipped) == 0 {
+		if h == 0 {
+			if !t.closed && t.off == t.endOK { // nothing yet: the common answer of a poll
+				t.stallHdr = 0
+				return 0, ErrNoMessage
+			}
+		} else if h&(flagBusy|flagEOF|flagMeta|flagSkipped) == 0 && (t.seq&t.boundary != 0 || t.off == t.indexOK) {
 			if n := h & lenMask; n <= maxMessage && t.off+slotSize(n) <= int64(len(t.mem)) {
 				return h, nil
 			}
@@ -199,9 +207,18 @@ func (t *Tailer) peekSlow() (uint64, error) {
 		}
 		switch {
 		case h == 0:
+			if t.off != t.endOK {
+				if err := t.checkEnd(false); err != nil {
+					return 0, err
+				}
+				t.endOK = t.off
+			}
 			t.stallHdr = 0
 			return 0, ErrNoMessage
 		case h&flagEOF != 0:
+			if err := t.checkEnd(true); err != nil {
+				return 0, err
+			}
 			if err := t.nextCycle(); err != nil {
 				return 0, err
 			}
@@ -216,6 +233,12 @@ func (t *Tailer) peekSlow() (uint64, error) {
 				continue
 			}
 		}
+		if h&flagMeta == 0 && t.seq&t.boundary == 0 && t.off != t.indexOK {
+			if err := t.checkIndexed(); err != nil {
+				return 0, err
+			}
+			t.indexOK = t.off
+		}
 		if h&(flagMeta|flagSkipped) == 0 {
 			// A complete message: check that it lies inside the file.
 			if _, err := t.c.slotEnd(&t.mem, t.off, h); err != nil {
@@ -227,6 +250,69 @@ func (t *Tailer) peekSlow() (uint64, error) {
 			return 0, err
 		}
 	}
+}
+
+// checkIndexed checks the walk at a message (or skipped slot) whose
+// sequence number has an entry in the sparse index: a recorded entry must
+// be the tailer's offset. Slot lengths lie outside any checksum; a damaged
+// one sends the walk into the middle of other slots, where it would read
+// what was never appended as messages. The index, recorded as messages
+// were claimed, catches that at the next index boundary.
+func (t *Tailer) checkIndexed() error {
+	e, err := t.indexEntry(t.seq)
+	if err != nil || e == 0 || e == t.off {
+		return err
+	}
+	return fmt.Errorf("%w: cycle %d: the walk reached message %d at offset %d, but the sparse index records it at %d (a damaged slot length before it?)",
+		ErrCorrupt, t.c.num, t.seq, t.off, e)
+}
+
+// checkEnd checks the end of the walk, a free slot (or, with eof, the
+// end-of-cycle mark) at the tailer's position: the sparse index must not
+// record a message at or after the tailer's sequence number, as it does
+// when a damaged slot length sent the walk into zeros (an index array, a
+// payload) before the real end, or past messages it then never counted.
+func (t *Tailer) checkEnd(eof bool) error {
+	next := (t.seq + t.boundary) &^ t.boundary // the first boundary at or after t.seq
+	if next < t.seq {
+		return nil // past the last sequence number
+	}
+	e, err := t.indexEntry(next)
+	if err != nil || e == 0 {
+		return err
+	}
+	if !eof && shm.U64(t.mem, int(t.off)).Load() != 0 {
+		return nil // appends came since: the entry is theirs
+	}
+	return fmt.Errorf("%w: cycle %d: the walk ends at message %d at offset %d, but the sparse index records message %d at %d (a damaged slot length before it?)",
+		ErrCorrupt, t.c.num, t.seq, t.off, next, e)
+}
+
+// indexEntry returns the offset that the sparse index records for
+// message seq, a multiple of the spacing (0: not recorded).
+func (t *Tailer) indexEntry(seq uint32) (int64, error) {
+	c := t.c
+	j := int64(seq) >> t.q.spacing
+	a := j / indexEntries
+	if a >= l1Entries {
+		return 0, nil // past the index
+	}
+	arr := int64(c.l1[a].Load())
+	if arr == 0 {
+		return 0, nil // no array yet: nothing recorded
+	}
+	if !c.validArray(t.mem, arr) {
+		// The array may lie past what this tailer mapped.
+		mem, err := c.refresh(arr + indexArrayBytes)
+		if err != nil {
+			return 0, err
+		}
+		t.mem = mem
+		if !c.validArray(t.mem, arr) {
+			return 0, fmt.Errorf("%w: cycle %d: level-1 index entry %d points at %d, not at an index array", ErrCorrupt, c.num, a, arr)
+		}
+	}
+	return int64(shm.U64(t.mem, int(arr+(j%indexEntries)*8)).Load()), nil
 }
 
 // writerGone reports whether the busy slot at the tailer's position has
@@ -244,24 +330,36 @@ func (t *Tailer) writerGone(h uint64) bool {
 	return t.q.writerDead(h)
 }
 
-// attach maps the first cycle at or after t.from, if any.
+// attach maps the first cycle at or after t.from, if any, passing over
+// orphaned cycle files (see Queue.orphaned): they hold nothing and would
+// never be sealed, so a tailer in one would wait forever.
 func (t *Tailer) attach() error {
 	if t.q.latest.Load() == 0 {
 		return ErrNoMessage
 	}
-	n, ok, err := t.q.firstCycleFrom(t.from)
-	if err != nil {
-		return err
+	for {
+		n, ok, err := t.q.firstCycleFrom(t.from)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNoMessage
+		}
+		c, _, err := t.q.acquire(n, false, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted since the listing: list again
+		}
+		if err != nil {
+			return err
+		}
+		if t.q.orphaned(c) {
+			c.release()
+			t.from = n + 1
+			continue
+		}
+		t.setCycle(c)
+		return nil
 	}
-	if !ok {
-		return ErrNoMessage
-	}
-	c, _, err := t.q.acquire(n, false, 0)
-	if err != nil {
-		return err
-	}
-	t.setCycle(c)
-	return nil
 }
 
 // nextCycle follows an end-of-cycle mark to the next cycle file (or the
@@ -277,6 +375,10 @@ func (t *Tailer) nextCycle() error {
 	}
 	next := uint32(n - 1)
 	c, _, err := t.q.acquire(next, false, 0)
+	if err == nil && t.q.orphaned(c) {
+		c.release()
+		err = os.ErrNotExist // made again after retention deleted it
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		// Deleted by retention, which deletes the oldest cycles first: no
 		// cycle between the two may exist.

@@ -45,6 +45,7 @@ func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
 	}
 	park := t.q.opts.ParkMin
 	var yield shm.SpinYield
+	checkAt := mono() + int64(fileRecheck)
 	for {
 		if _, err := t.peek(); err != ErrNoMessage {
 			return err
@@ -65,8 +66,31 @@ func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
 		case Park:
 			time.Sleep(park)
 			park = min(2*park, t.q.opts.ParkMax)
+			if now := mono(); now >= checkAt {
+				checkAt = now + int64(fileRecheck)
+				if err := t.checkFile(); err != nil {
+					return err
+				}
+			}
 		}
 	}
+}
+
+// fileRecheck is how often a tailer that sleeps in Wait checks that its
+// cycle file was not truncated underneath (one fstat).
+var fileRecheck = time.Second
+
+// checkFile reports a cycle file that became shorter than the tailer
+// mapped: reading on would fault.
+func (t *Tailer) checkFile() error {
+	if t.c == nil {
+		return nil
+	}
+	size, err := t.c.fileSize()
+	if err != nil {
+		return err
+	}
+	return t.c.shorterThanMapped(size, max(len(t.mem), len(t.c.mem())))
 }
 
 // spin polls for up to d and reports whether a message (or an error to
@@ -94,6 +118,12 @@ func (t *Tailer) block(ctx context.Context) error {
 	q := t.q
 	q.wake.add(q, l)
 	defer q.wake.remove(l)
+	if l.recheck == nil {
+		l.recheck = time.NewTimer(fileRecheck)
+	} else {
+		l.recheck.Reset(fileRecheck)
+	}
+	defer l.recheck.Stop()
 	for {
 		_, err := t.peek()
 		if err != ErrNoMessage {
@@ -113,6 +143,11 @@ func (t *Tailer) block(ctx context.Context) error {
 		select {
 		case <-l.ch:
 		case <-stall:
+		case <-l.recheck.C:
+			if err := t.checkFile(); err != nil {
+				return err
+			}
+			l.recheck.Reset(fileRecheck)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -122,9 +157,10 @@ func (t *Tailer) block(ctx context.Context) error {
 // listener is what an append in this process, or the notifier, wakes:
 // a tailer's channel, or a Set's entry for one queue.
 type listener struct {
-	ch    chan struct{} // capacity 1
-	timer *time.Timer
-	entry *setEntry
+	ch      chan struct{} // capacity 1
+	timer   *time.Timer
+	recheck *time.Timer // checkFile while asleep
+	entry   *setEntry
 }
 
 func (l *listener) init(*Tailer) { l.ch = make(chan struct{}, 1) }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/offmap/offmap/internal/cliargs"
@@ -54,11 +55,17 @@ type cli struct {
 }
 
 func main() {
+	// A fault reading a mapped file (another process truncated it while
+	// this one read it) is a panic in this goroutine rather than a crash;
+	// run turns it into an error line. The library reports a truncated
+	// file as ErrTruncated where it checks the file's size; between those
+	// checks, reading a page the file lost faults.
+	debug.SetPanicOnFault(true)
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run executes one command line and returns the exit status.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	defer out.Flush()
 	if len(args) == 0 {
@@ -79,11 +86,27 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	c := &cli{cmd: cmd, stdin: stdin, stdout: out, stderr: stderr}
+	defer func() {
+		if r := recover(); r != nil {
+			out.Flush()
+			fmt.Fprintf(stderr, "offqueue: %s: %s\n", cmd.name, panicMessage(r))
+			code = exitError
+		}
+	}()
 	err := cmd.run(c, args[1:])
 	if ferr := out.Flush(); err == nil && ferr != nil {
 		err = ferr
 	}
 	return c.exit(err)
+}
+
+// panicMessage describes a panic in one line.
+func panicMessage(r any) string {
+	if f, ok := r.(interface{ Addr() uintptr }); ok {
+		// SetPanicOnFault: the mapping lost its pages.
+		return fmt.Sprintf("memory fault at %#x reading the queue: was a cycle file truncated while in use?", f.Addr())
+	}
+	return "unexpected error: " + message(fmt.Errorf("%v", r))
 }
 
 func lookup(name string) *command {

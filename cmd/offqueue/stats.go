@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/offmap/offmap/queue"
@@ -21,7 +24,9 @@ used, file size, and whether it is open, sealed or unreadable), the total
 message count, and how far each named tailer has acknowledged.
 
 With --json it prints the same as one JSON object. It opens the queue
-read-only and changes nothing.`,
+read-only and changes nothing. When a cycle file or a named-tailer slot
+cannot be read (damaged, or truncated while in use), it prints the rest,
+says which, and exits 2.`,
 	examples: `  offqueue stats /var/queues/orders
   # the messages of each cycle file, with jq
   offqueue stats --json /var/queues/orders | jq '.cycles[].messages'`,
@@ -54,7 +59,8 @@ type cycleJSON struct {
 }
 
 type tailerJSON struct {
-	Name string `json:"name"`
+	Name  string `json:"name"`
+	Error string `json:"error,omitempty"` // the slot is damaged`
 	// AckedUpTo is the index CYCLE:SEQ that the tailer will read first
 	// when opened again: every message before it is acknowledged. Null
 	// when nothing was.
@@ -81,7 +87,10 @@ func runStats(c *cli, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+		return damaged(st)
 	}
 	w := c.stdout
 	fmt.Fprintf(w, "queue      %s\nformat     %d\nroll       %s\nspacing    %d\nmax cycle  %d bytes\ncreated    %s\n",
@@ -101,9 +110,35 @@ func runStats(c *cli, args []string) error {
 		if t.AckedUpTo != nil {
 			pos = "acknowledged up to " + *t.AckedUpTo
 		}
+		if t.Error != "" {
+			fmt.Fprintf(w, "tailer     error: %s\n", t.Error)
+			continue
+		}
 		fmt.Fprintf(w, "tailer     %s: %s\n", t.Name, pos)
 	}
-	return nil
+	return damaged(st)
+}
+
+// damaged ends stats with status 2, as a read error, when a part of the queue could not be
+// read: a damaged or truncated cycle file, a damaged named-tailer slot. A
+// cycle file deleted by retention between the listing and its reading
+// is no damage.
+func damaged(st queue.Stats) error {
+	var parts []string
+	for _, c := range st.Cycles {
+		if c.Err != nil && !errors.Is(c.Err, fs.ErrNotExist) {
+			parts = append(parts, filepath.Base(c.Path))
+		}
+	}
+	for _, t := range st.Tailers {
+		if t.Err != nil {
+			parts = append(parts, "a named tailer")
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d parts of the queue could not be read (%s); 'offqueue verify' lists the problems", len(parts), strings.Join(parts, ", "))
 }
 
 func statsOf(st queue.Stats) statsJSON {
@@ -132,6 +167,9 @@ func statsOf(st queue.Stats) statsJSON {
 	}
 	for _, t := range st.Tailers {
 		tj := tailerJSON{Name: t.Name}
+		if t.Err != nil {
+			tj.Error = message(t.Err)
+		}
 		if t.Any {
 			s := formatIndex(t.Acked)
 			tj.AckedUpTo = &s

@@ -1,0 +1,155 @@
+package queue
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestIdleAppenderAfterRetention: an appender that stays idle while
+// another rolls the queue and retention deletes the cycles after its own
+// must not make a deleted cycle again. Its next append goes to the latest
+// cycle, where a tailer reads it, and the other appender goes on.
+func TestIdleAppenderAfterRetention(t *testing.T) {
+	for _, tc := range []struct {
+		idle   int  // days another appender rolls while this one is idle
+		newDay bool // this one appends first on a day no one appended yet
+	}{{2, false}, {2, true}, {3, false}, {5, false}, {5, true}} {
+		t.Run(fmt.Sprintf("%d days, new day %v", tc.idle, tc.newDay), func(t *testing.T) {
+			dir := t.TempDir()
+			clk := newClock()
+			opts := Options{Roll: Daily, KeepCycles: 1, Clock: clk.Now}
+			a := openT(t, dir, opts)
+			b := openT(t, dir, opts)
+			var want []string // the messages of the latest cycle
+			appendT := func(q *Queue, m string) {
+				t.Helper()
+				if _, err := q.Append([]byte(m)); err != nil {
+					t.Fatalf("append %s: %v", m, err)
+				}
+				want = append(want, m)
+			}
+			appendT(a, "a0")
+			for day := 1; day <= tc.idle; day++ {
+				clk.Advance(24 * time.Hour)
+				want = want[:0]
+				appendT(b, fmt.Sprint("b", day))
+			}
+			if cs, _ := b.Cycles(); len(cs) != 1 {
+				t.Fatalf("cycles %v, want only the latest", cs)
+			}
+			if tc.newDay {
+				clk.Advance(24 * time.Hour)
+				want = want[:0]
+			}
+			appendT(a, "a1") // a's cycle and the one it names as its next are gone
+			appendT(b, "b")
+			appendT(a, "a2")
+			r := openT(t, dir, Options{ReadOnly: true})
+			_, msgs := readAll(t, tailerT(t, r))
+			var got []string
+			for _, m := range msgs {
+				got = append(got, string(m))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("read %q, want %q", got, want)
+			}
+			// Both go on into the next days.
+			for day := 1; day <= 2; day++ {
+				clk.Advance(24 * time.Hour)
+				want = want[:0]
+				appendT(b, fmt.Sprint("b+", day))
+				appendT(a, fmt.Sprint("a+", day))
+			}
+			_, msgs = readAll(t, tailerT(t, r))
+			got = got[:0]
+			for _, m := range msgs {
+				got = append(got, string(m))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("read %q, want %q", got, want)
+			}
+			if cs, _ := r.Cycles(); len(cs) != 1 || cs[0] != a.cycleOf(clk.Now()) {
+				t.Fatalf("cycles %v, want only %d", cs, a.cycleOf(clk.Now()))
+			}
+		})
+	}
+}
+
+// TestRollRacesRetention: between an appender's check that the cycle it
+// rolls to is not behind the latest and its making of that cycle's file,
+// another appender makes it, rolls past it and retention deletes it. The
+// file the first one makes then is an orphan: it deletes it and appends
+// to the latest cycle instead. (The first one's clock lags, as a roll
+// timer that has not fired yet does: it would append to the orphan
+// before rolling on.)
+func TestRollRacesRetention(t *testing.T) {
+	dir := t.TempDir()
+	clkA, clkB := newClock(), newClock()
+	a := openT(t, dir, Options{Roll: Daily, KeepCycles: 2, Clock: clkA.Now})
+	b := openT(t, dir, Options{Roll: Daily, KeepCycles: 1, Clock: clkB.Now})
+	if _, err := a.Append([]byte("a0")); err != nil {
+		t.Fatal(err)
+	}
+	clkA.Advance(24 * time.Hour)
+	clkB.Advance(24 * time.Hour)
+	raced := false
+	beforeRollCreate = func(q *Queue, next uint32) {
+		if q != a || raced {
+			return
+		}
+		raced = true
+		if _, err := b.Append([]byte("b1")); err != nil { // makes next
+			t.Errorf("b1: %v", err)
+		}
+		clkB.Advance(24 * time.Hour)
+		if _, err := b.Append([]byte("b2")); err != nil { // rolls past it, deletes it
+			t.Errorf("b2: %v", err)
+		}
+	}
+	defer func() { beforeRollCreate = nil }()
+	if _, err := a.Append([]byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	if !raced {
+		t.Fatal("the roll did not reach the hook")
+	}
+	latest := b.cycleOf(clkB.Now())
+	if cs, _ := a.Cycles(); len(cs) != 1 || cs[0] != latest {
+		t.Fatalf("cycles %v, want only %d", cs, latest)
+	}
+	r := openT(t, dir, Options{ReadOnly: true})
+	_, msgs := readAll(t, tailerT(t, r))
+	if fmt.Sprintf("%s", msgs) != "[b2 a1]" {
+		t.Fatalf("read %s, want [b2 a1]", msgs)
+	}
+}
+
+// TestTailerPassesOrphan: a cycle file made again after retention deleted
+// it (as appenders before this fix did) holds nothing and is never sealed;
+// a tailer from the start passes over it instead of waiting in it.
+func TestTailerPassesOrphan(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	q := openT(t, dir, Options{Roll: Daily, KeepCycles: 1, Clock: clk.Now})
+	for day := range 3 {
+		if _, err := q.Append([]byte(fmt.Sprint("m", day))); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(24 * time.Hour)
+	}
+	cs, _ := q.Cycles()
+	if len(cs) != 1 {
+		t.Fatalf("cycles %v", cs)
+	}
+	orphan := cs[0] - 1
+	if err := q.createCycle(q.cyclePath(orphan), orphan, uint64(orphan)); err != nil {
+		t.Fatal(err)
+	}
+	tl := tailerT(t, q)
+	if _, m, err := tl.Next(); err != nil || string(m) != "m2" {
+		t.Fatalf("first message: %q %v, want m2", m, err)
+	}
+	os.Remove(q.cyclePath(orphan)) // closeChecked would see the fork
+}

@@ -1,0 +1,89 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTruncatedWhileOpen truncates a cycle file below what a writer and
+// two readers have mapped (above the last message, so that nothing reads
+// a page the file lost): each finds out where it checks the file's size,
+// and reports ErrTruncated, not a fault. The writer's append that needs
+// more of the file fails rather than grow the file back over the loss.
+func TestTruncatedWhileOpen(t *testing.T) {
+	defer func(d time.Duration) { fileRecheck = d }(fileRecheck)
+	fileRecheck = 20 * time.Millisecond
+	defer func(g func() int) { startPadLines = g }(startPadLines)
+	startPadLines = func() int { return 1 }
+	dir := t.TempDir()
+	open := func(o Options) *Queue {
+		q, err := Open(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		return q
+	}
+	const block = 16 << 10
+	w := open(Options{BlockSize: block, MaxCycleSize: 1 << 20})
+	msg := make([]byte, 100)
+	end := func() int64 {
+		_, off, err := w.wcur.Load().end()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return off
+	}
+	// Append until the first free slot is early in a block: the page after
+	// it is then inside the file, and the block's end further on.
+	for n := 0; n < 100 || (end()+8)%block >= block-2*pageSize; n++ {
+		if _, err := w.Append(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut := (end() + 8 + pageSize - 1) &^ (pageSize - 1)
+
+	ro := open(Options{ReadOnly: true})
+	rw := open(Options{})
+	var tailers []*Tailer
+	for _, q := range []*Queue{ro, rw} {
+		tl := tailerT(t, q)
+		readAll(t, tl)
+		tailers = append(tailers, tl)
+		if mapped := int64(len(tl.mem)); cut >= mapped {
+			t.Fatalf("cut at %d, but a reader maps only %d", cut, mapped)
+		}
+	}
+	path := w.cyclePath(w.wcur.Load().num)
+	if err := os.Truncate(path, cut); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, mode := range []WaitMode{Park, Block} { // the read-only reader parks
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := tailers[i].Wait(ctx, mode)
+		cancel()
+		if !errors.Is(err, ErrTruncated) {
+			t.Errorf("Wait (mode %d) on the truncated file: %v, want ErrTruncated", mode, err)
+		}
+	}
+	if _, err := ro.Check(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "truncated while in use") {
+		t.Errorf("Check: %v, want the truncation named", err)
+	}
+	if st, err := ro.Stats(); err != nil || len(st.Cycles) != 1 || !errors.Is(st.Cycles[0].Err, ErrTruncated) {
+		t.Errorf("Stats: %+v, %v; want the cycle's Err ErrTruncated", st.Cycles, err)
+	}
+	if err := tailers[0].SeekEnd(); !errors.Is(err, ErrTruncated) {
+		t.Errorf("SeekEnd: %v, want ErrTruncated", err)
+	}
+	if _, err := w.Append(make([]byte, 3*block)); !errors.Is(err, ErrTruncated) {
+		t.Errorf("Append past the cut: %v, want ErrTruncated", err)
+	}
+	if st, _ := os.Stat(path); st.Size() != cut {
+		t.Errorf("the file grew back to %d bytes", st.Size())
+	}
+}
