@@ -129,23 +129,12 @@ func livenessMap(t *testing.T) string {
 	return p
 }
 
-// isolatedChild starts a child of role in view v and returns it with a
-// reader of its stdout, once it has said its first line, want.
+// isolatedChild starts a child of role in view v and returns it with its
+// stdin and stdout, once it has said its first line, want.
 func isolatedChild(t *testing.T, v isolate.View, role, want string, env ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
 	t.Helper()
 	cmd := child(t, role, env...)
-	isolate.Apply(cmd, v)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s in view %v: %v", role, v, err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	out := bufio.NewReader(stdout)
-	if line, _ := out.ReadString('\n'); line != want+"\n" {
-		t.Fatalf("%s in view %v said %q, want %q", role, v, line, want)
-	}
+	stdin, out := isolate.Start(t, cmd, v, want)
 	return cmd, stdin, out
 }
 

@@ -107,18 +107,7 @@ func livenessProc(t *testing.T, v isolate.View, role, dir, want string) (*bufio.
 	t.Helper()
 	cmd := reexec.Command("-test.run=^$")
 	cmd.Env = append(os.Environ(), livenessHelperEnv+"="+role, "OFFQUEUE_DIR="+dir)
-	isolate.Apply(cmd, v)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s in view %v: %v", role, v, err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	out := bufio.NewReader(stdout)
-	if line, _ := out.ReadString('\n'); line != want+"\n" {
-		t.Fatalf("%s in view %v said %q, want %q", role, v, line, want)
-	}
+	stdin, out := isolate.Start(t, cmd, v, want)
 	return out, stdin, cmd.Wait
 }
 

@@ -13,7 +13,9 @@
 package isolate
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -165,4 +167,24 @@ func SharedDir(t testing.TB) string {
 		}
 		d = parent
 	}
+}
+
+// Start starts cmd, a helper of this test binary, in view v, and returns
+// its stdin and stdout once it has said its first line, want. The helper
+// is killed when the test ends; its stderr goes to this process's.
+func Start(t testing.TB, cmd *exec.Cmd, v View, want string) (io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	Apply(cmd, v)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v in view %v: %v", cmd.Args, v, err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	out := bufio.NewReader(stdout)
+	if line, _ := out.ReadString('\n'); line != want+"\n" {
+		t.Fatalf("helper in view %v said %q, want %q", v, line, want)
+	}
+	return stdin, out
 }
