@@ -155,17 +155,9 @@ func Upgrade(path string) (n int, err error) {
 // exclusive flock): no process of the old version has it open. Tokens the
 // old version left in lock words are judged dead by the new one (they
 // name no witness byte that anyone holds), so whoever meets them takes the
-// lock over and repairs, as after any crash. One write of the first 256
-// bytes changes version and checksum together.
+// lock over and repairs, as after any crash.
 func upgradeInPlace(f *os.File, page []byte) error {
-	b := make([]byte, growthWordsOff)
-	copy(b, page)
-	binary.LittleEndian.PutUint32(b[8:], formatVersion)
-	binary.LittleEndian.PutUint64(b[checksumOff:], xxhash.Sum64(b[:checksumOff]))
-	if _, err := f.WriteAt(b, 0); err != nil {
-		return fmt.Errorf("upgrade to format version %d: %w", formatVersion, err)
-	}
-	return nil
+	return shm.RewriteVersion(f, page, formatVersion, checksumOff)
 }
 
 // Format version 1, as far as Upgrade reads it: the header page has the

@@ -254,15 +254,7 @@ func validSpacing(n int64) bool { return n >= 1 && n <= 1<<16 && n&(n-1) == 0 }
 // upgradeMetaInPlace rewrites queue.meta of pidTokenVersion as
 // formatVersion; m is its mapping. The two differ only in what a token in
 // the lock and the writer leases means, and the caller, alone with the
-// file, has cleared them all (recoverAlone). One write of the first 256
-// bytes changes version and checksum together.
+// file, has cleared them all (recoverAlone).
 func upgradeMetaInPlace(f *os.File, m []byte) error {
-	b := make([]byte, metaLockOff)
-	copy(b, m)
-	binary.LittleEndian.PutUint32(b[8:], formatVersion)
-	binary.LittleEndian.PutUint64(b[metaChecksumOff:], xxhash.Sum64(b[:metaChecksumOff]))
-	if _, err := f.WriteAt(b, 0); err != nil {
-		return fmt.Errorf("%s: upgrade to format version %d: %w", metaName, formatVersion, err)
-	}
-	return nil
+	return shm.RewriteVersion(f, m, formatVersion, metaChecksumOff)
 }

@@ -72,3 +72,19 @@ func Attach(f *os.File, readOnly bool, n int) (head []byte, size int64, alone bo
 	}
 	return head, st.Size(), alone, nil
 }
+
+// RewriteVersion writes head, the first sumOff+8 bytes of f, back with
+// version in place of the file's and the checksum made again: one write,
+// so that a crash leaves the old header or the new one. It is for a
+// version that changes what words mean, not where they are, and only for
+// a caller that has f to itself (an exclusive flock).
+func RewriteVersion(f *os.File, head []byte, version uint32, sumOff int) error {
+	b := make([]byte, sumOff+8)
+	copy(b, head)
+	binary.LittleEndian.PutUint32(b[8:], version)
+	binary.LittleEndian.PutUint64(b[sumOff:], xxhash.Sum64(b[:sumOff]))
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("upgrade %s to format version %d: %w", f.Name(), version, err)
+	}
+	return nil
+}
