@@ -355,7 +355,13 @@ func (m *Map) Recover() ([]string, error) {
 		// now: a process that still has it mapped reads them instead of
 		// faulting.
 		if end := max(int(m.growth().allocEnd.Load()), len(m.current())); end > size {
-			shm.AllocateShared(m.file, int64(size), int64(end-size))
+			if err := shm.AllocateShared(m.file, int64(size), int64(end-size)); errors.Is(err, errors.ErrUnsupported) {
+				// Zeros written instead, over claimed space alone, which
+				// no claimant writes now (claims start at AllocEnd).
+				if claimed := int(m.growth().allocEnd.Load()); claimed > size {
+					shm.Grow(m.file, int64(size), int64(claimed-size))
+				}
+			}
 		}
 		m.refresh()
 	}
