@@ -59,7 +59,7 @@ func runHelper(role, dir, args string) int {
 		opts = Options{} // no roll in the middle of a latency measurement; the queue's own roll
 	}
 	if role == "retain-append" {
-		opts.KeepCycles = 2
+		opts.KeepCycles = 2 + a[0]%3 // writers keep 2, 3 or 4 cycles
 	}
 	q, err := Open(dir, opts)
 	if err != nil {

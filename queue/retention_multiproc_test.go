@@ -107,15 +107,15 @@ func auditTail(q *Queue, writers int, idle time.Duration) int {
 }
 
 // TestPausedAppendersWithRetention: appenders in child processes append
-// while the queue rolls every 100 ms and each keeps 2 cycles. Two of them
-// are stopped (SIGSTOP) for several rolls at a time, long enough for
-// retention to delete the cycle they were appending to and the one after
-// it, then continued; a third is stopped and killed while stopped, a
-// fourth killed while it appends. A tailer in another process, following
-// from the start, must read every append that returned success, in each
-// writer's order: all of those of the writers that lived, whose appends
-// must all succeed, and those of the killed ones up to the last they
-// reported (or one more, acknowledged as they died).
+// while the queue rolls every 100 ms and each keeps 2 to 4 cycles. Two of
+// them are stopped (SIGSTOP) for 1 to 2 s (10 to 20 rolls) at a time, long
+// enough for retention to delete the cycle they were appending to and the
+// one after it, then continued; a third is stopped and killed while
+// stopped, a fourth killed while it appends. A tailer in another process,
+// following from the start, must read every append that returned success,
+// in each writer's order: all of those of the writers that lived, whose
+// appends must all succeed, and those of the killed ones up to the last
+// they reported (or one more, acknowledged as they died).
 func TestPausedAppendersWithRetention(t *testing.T) {
 	dir := t.TempDir()
 	q := openT(t, dir, Options{Roll: Fast})
@@ -126,9 +126,11 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	audit.Close()
-	pauses := 3
+	// Pauses of 1 to 2 s (10 to 20 rolls); shorter ones, still several
+	// rolls, under -short or an emulator.
+	pauses, pauseMin, pauseSpread := 3, 1000, 1000
 	if testing.Short() || reexec.Emulated() {
-		pauses = 1
+		pauses, pauseMin, pauseSpread = 1, 400, 200
 	}
 	const survivors = 3
 	stoppedVictim, runningVictim := survivors, survivors+1
@@ -186,9 +188,9 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 			time.Sleep(time.Duration(50+rng.IntN(100)) * time.Millisecond) // appending
 			p := apps[w].cmd.Process
 			p.Signal(syscall.SIGSTOP)
-			// Four to six rolls: the others roll on, the tailer reads on and
+			// Several rolls: the others roll on, the tailer reads on and
 			// acknowledges, and retention deletes the stopped writer's cycle.
-			time.Sleep(time.Duration(400+rng.IntN(200)) * time.Millisecond)
+			time.Sleep(time.Duration(pauseMin+rng.IntN(pauseSpread)) * time.Millisecond)
 			p.Signal(syscall.SIGCONT)
 		}
 		if round == 0 {
