@@ -25,7 +25,7 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	m, err := offmap.Open(filepath.Join(dir, "m.map"), offmap.Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 8})
+	m, err := offmap.Open(filepath.Join(dir, "m.map"), offmap.Options{}) // a small map that grows
 	if err != nil {
 		return err
 	}
