@@ -3,8 +3,8 @@
 // of Chronicle Map.
 //
 // A map starts at the size it is created for (Options.Entries and the
-// average key and value sizes) and grows online as it fills, up to
-// Options.MaxFileSize. It lives in one file: a header, then segments, each
+// average key and value sizes; the zero Options make a small map) and
+// grows online as it fills, up to Options.MaxFileSize. It lives in one file: a header, then segments, each
 // with its own lock word, hash slots and entry space; a segment that fills
 // moves to a larger slot table or adds entry space at the end of the file,
 // under its own lock, while every process goes on. Reads take no lock:

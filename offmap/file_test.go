@@ -137,11 +137,12 @@ func TestOptionsMismatch(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
-	for _, o := range []Options{
-		{},
-		{Entries: 10},
-		{Entries: 10, AverageKeySize: 8},
+	for _, o := range []Options{ // zero sizes take defaults (TestDefaultSizes)
 		{Entries: -1, AverageKeySize: 8, AverageValueSize: 8},
+		{Entries: -1},
+		{AverageKeySize: -1},
+		{AverageValueSize: -1},
+		{MaxValueSize: -1},
 		{Entries: 10, AverageKeySize: 8, AverageValueSize: 8, MaxKeySize: 1 << 20},
 		{Entries: 10, AverageKeySize: 100, AverageValueSize: 8, MaxKeySize: 50},
 		{Entries: 1 << 40, AverageKeySize: 8, AverageValueSize: 8},

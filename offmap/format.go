@@ -34,7 +34,7 @@ import (
 //	 12     4  header size (4096)
 //	 16     8  initial file size (a multiple of 64 KiB; growth starts here)
 //	 24     8  hash seed (xxhash64 seed for keys)
-//	 32     8  Entries (the declared starting capacity)
+//	 32     8  Entries (the room it was created with; it grows past them)
 //	 40     4  AverageKeySize        44  4  AverageValueSize
 //	 48     4  MaxKeySize            52  4  MaxValueSize
 //	 56     4  segments              60  4  chunk size (power of two >= 8)

@@ -9,24 +9,39 @@ import (
 	"github.com/offmap/offmap/internal/shm"
 )
 
-// Options size a new map and say how to open an existing one. When the
+// Options size a new map and say how to open an existing one. The zero
+// Options create a small map that grows as it fills: room for 1024
+// entries of 32-byte keys and 64-byte values to start, 16 segments, keys
+// of up to 256 bytes and values of up to 4096 (a file of 384 KiB). The
+// sizes are hints, which spare a map that will be large its first growth
+// steps, except MaxKeySize and MaxValueSize, which are limits. When the
 // file exists, zero sizes mean "take the file's"; a non-zero size that
 // differs from the file's is an ErrOptionsMismatch.
 type Options struct {
 	// Entries is how many entries the map starts with room for; it grows
-	// past them as it fills (up to MaxFileSize). Required to create.
+	// past them as it fills (up to MaxFileSize). Zero means 1024.
 	Entries int
 	// AverageKeySize and AverageValueSize, in bytes, size the starting
-	// entry space; larger values simply make it grow sooner. Both are
-	// required to create a map.
+	// entry space and the chunks it is allocated in; entries larger than
+	// these simply make it grow sooner. Zero means 32 and 64 (a set has
+	// no values: its AverageValueSize must be zero).
 	AverageKeySize   int
 	AverageValueSize int
-	// MaxKeySize and MaxValueSize bound single keys and values. Zero picks
-	// max(8 x average, 256); keys are limited to 65535 bytes.
+	// MaxKeySize and MaxValueSize bound single keys and values for the
+	// map's life (offmap copy makes a map of other bounds). Zero picks
+	// max(8 x average, 256), or 4096 for values when AverageValueSize is
+	// zero too; keys are limited to 65535 bytes. Each segment sets aside
+	// about twice MaxValueSize (a scratch copy and room for one largest
+	// entry), so a large bound makes a larger file from the start. A
+	// default average larger than a given bound is lowered to it.
 	MaxKeySize   int
 	MaxValueSize int
 	// Segments is the number of independently locked parts. Zero picks
-	// about one per 1024 entries, at least 16 for small maps.
+	// about one per 1024 entries, at least 16 (below 1024 entries, one
+	// per 64). It is fixed at creation, and a segment holds at most about
+	// 891,000 entries: a map that is to pass some 14 million entries
+	// wants more segments (or a larger Entries) than the zero Options
+	// give it.
 	Segments int
 	// MaxFileSize bounds the file as the map grows past Entries and the
 	// average sizes: Put returns ErrFull only there (or when the disk is
@@ -94,6 +109,10 @@ const (
 	maxSlotsPerSeg   = maxSlotsLimit
 	maxFileSize      = 1 << 46
 	defaultMaxFloor  = 256
+	defaultEntries   = 1024 // of a map created with zero Entries
+	defaultKeySize   = 32   // of a map created with zero AverageKeySize
+	defaultValueSize = 64   // of a map created with zero AverageValueSize
+	defaultMaxValue  = 4096 // of a map created with zero AverageValueSize and MaxValueSize
 	defaultLockWait  = 30 * time.Second
 	targetPerSegment = 1024 // entries per segment in large maps
 	minSmallSegment  = 64   // entries per segment in small maps
@@ -128,26 +147,42 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 }
 
-// plan computes the layout of a new map file from the options.
+// plan computes the layout of a new map file from the options, with the
+// defaults of Options for the sizes they leave at zero.
 func plan(o Options, seed uint64) (header, error) {
 	var h header
 	switch {
-	case o.Entries <= 0:
-		return h, invalid("Entries must be positive to create a map (got %d)", o.Entries)
-	case o.AverageKeySize <= 0:
-		return h, invalid("AverageKeySize must be positive to create a map (got %d)", o.AverageKeySize)
+	case o.Entries < 0:
+		return h, invalid("Entries must not be negative (got %d)", o.Entries)
+	case o.AverageKeySize < 0:
+		return h, invalid("AverageKeySize must not be negative (got %d)", o.AverageKeySize)
 	case o.set && (o.AverageValueSize != 0 || o.MaxValueSize != 0):
 		return h, invalid("a set has no values: AverageValueSize and MaxValueSize must be 0")
-	case !o.set && o.AverageValueSize <= 0:
-		return h, invalid("AverageValueSize must be positive to create a map (got %d; OpenSet makes a set, with no values)", o.AverageValueSize)
+	case o.AverageValueSize < 0:
+		return h, invalid("AverageValueSize must not be negative (got %d)", o.AverageValueSize)
 	case o.MaxKeySize < 0 || o.MaxValueSize < 0 || o.Segments < 0 || o.MaxFileSize < 0:
 		return h, invalid("sizes must not be negative")
+	}
+	if o.Entries == 0 {
+		o.Entries = defaultEntries
+	}
+	if o.AverageKeySize == 0 {
+		o.AverageKeySize = defaultKeySize
+		if o.MaxKeySize > 0 {
+			o.AverageKeySize = min(defaultKeySize, o.MaxKeySize)
+		}
+	}
+	maxValue := o.MaxValueSize
+	if !o.set && o.AverageValueSize == 0 {
+		if maxValue == 0 {
+			maxValue = defaultMaxValue
+		}
+		o.AverageValueSize = min(defaultValueSize, maxValue)
 	}
 	maxKey := o.MaxKeySize
 	if maxKey == 0 {
 		maxKey = min(max(8*o.AverageKeySize, defaultMaxFloor), maxKeyLimit)
 	}
-	maxValue := o.MaxValueSize
 	if maxValue == 0 && !o.set {
 		maxValue = min(max(8*o.AverageValueSize, defaultMaxFloor), maxValueLimit)
 	}

@@ -105,8 +105,8 @@ func TestSetOptions(t *testing.T) {
 	if _, err := OpenSet(tempPath(t), Options{Entries: 10, AverageKeySize: 8, AverageValueSize: 8}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("OpenSet with a value size: %v", err)
 	}
-	if _, err := Open(tempPath(t), Options{Entries: 10, AverageKeySize: 8}); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("Open with no value size: %v", err)
+	if _, err := OpenSet(tempPath(t), Options{MaxValueSize: 8}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("OpenSet with a maximum value size: %v", err)
 	}
 }
 

@@ -15,7 +15,7 @@ type Stats struct {
 	StartFileSize    int64 // when created
 	MaxFileSize      int64 // the file grows no further
 	Created          time.Time
-	Capacity         int // Entries the map was created for: where it started
+	Capacity         int // Entries the map was created with room for: where it started, not a limit
 	Len              int // live entries
 	Detached         int // entries deleted while value handles pinned them
 	AverageKeySize   int

@@ -1,15 +1,19 @@
 module github.com/offmap/offmap/bench/peers
 
-go 1.26.0
+// github.com/offmap/offmap is required at its release, as `go install` and
+// `go get` see it. Inside a clone, go.work in this directory makes every
+// go command run here build against the root module of the working tree
+// (../..) instead. `go mod tidy` ignores go.work, so it can only run here
+// once the required release is on the module proxy (docs/RELEASING.md).
 
-replace github.com/offmap/offmap => ../..
+go 1.26.0
 
 require (
 	github.com/PowerDNS/lmdb-go v1.9.4
 	github.com/VictoriaMetrics/fastcache v1.13.2
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
-	github.com/offmap/offmap v0.0.0-00010101000000-000000000000
+	github.com/offmap/offmap v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

@@ -76,7 +76,7 @@ func runCopy(c *cli, args []string) error {
 	// Build the copy under a temporary name in DST's directory, and link
 	// it at DST only when complete.
 	tmp := filepath.Join(filepath.Dir(dstPath), fmt.Sprintf(".%s.copy-%d", filepath.Base(dstPath), os.Getpid()))
-	dst, err := createMap(c, tmp, l)
+	dst, err := createMap(tmp, l)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func runCopy(c *cli, args []string) error {
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(c.stdout, "copied %d entries from %s to %s: capacity %d entries, %d segments, %s\n",
+	fmt.Fprintf(c.stdout, "copied %d entries from %s to %s: room for %d entries to start, %d segments, %s\n",
 		n, srcPath, dstPath, out.Capacity, out.Segments, humanBytes(out.FileSize))
 	return nil
 }

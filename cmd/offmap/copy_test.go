@@ -34,7 +34,7 @@ func TestCopyLarger(t *testing.T) {
 
 	dst := filepath.Join(t.TempDir(), "big.map")
 	out := ok(t, "copy", src, dst, "--entries", "5000")
-	if !strings.Contains(out, "copied ") || !strings.Contains(out, "capacity 5000 entries") {
+	if !strings.Contains(out, "copied ") || !strings.Contains(out, "room for 5000 entries to start") {
 		t.Errorf("copy printed %q", out)
 	}
 	ok(t, "verify", dst)
@@ -128,7 +128,7 @@ func TestCopyCompacts(t *testing.T) {
 
 	grown := filepath.Join(t.TempDir(), "grown.map")
 	out := ok(t, "copy", "--entries", "50", src, grown)
-	if !strings.Contains(out, "copied 1000 entries") || !strings.Contains(out, "capacity 50 entries") {
+	if !strings.Contains(out, "copied 1000 entries") || !strings.Contains(out, "room for 50 entries to start") {
 		t.Errorf("copy printed %q", out)
 	}
 	ok(t, "verify", grown)

@@ -4,14 +4,21 @@ import "fmt"
 
 var createCommand = command{
 	name:     "create",
-	synopsis: "FILE --entries N --avg-key BYTES --avg-value BYTES [flags]",
+	synopsis: "FILE [size flags] [--checksums] [--ttl D] [--mode BITS]",
 	summary:  "make a new, empty map file",
-	help: `Create makes a new map file sized for --entries entries of the average
-sizes. That is where the map starts: as it fills, its segments take
-larger slot tables and more entry space from the end of the file, which
-grows up to --max-file-size; only there is the map full. It refuses to
-overwrite an existing file.`,
-	examples: `  # a map for a million 16-byte keys with 8-byte values
+	help: `Create makes a new map file with room for --entries entries of the
+average sizes to start. That is where the map starts, not a limit: as it
+fills, its segments take larger slot tables and more entry space from the
+end of the file, which grows up to --max-file-size; only there is the map
+full. With no size flags the map starts small (1024 entries of 32-byte
+keys and 64-byte values, 16 segments, a file of 384 KiB) and takes keys
+of up to 256 bytes and values of up to 4096. --entries and the averages
+are hints; --max-key, --max-value and --max-file-size are limits, and
+--segments is fixed (a segment holds at most about 891,000 entries). It
+refuses to overwrite an existing file.`,
+	examples: `  # a small map that grows as it fills
+  offmap create new.map
+  # a map that will hold a million 16-byte keys with 8-byte values
   offmap create clients.map --entries 1000000 --avg-key 16 --avg-value 8
   # allow values of up to 64 KiB, readable by the group
   offmap create blobs.map --entries 10000 --avg-key 32 --avg-value 2048 \
@@ -33,7 +40,7 @@ func runCreate(c *cli, args []string) error {
 	if err := l.check(c, fs); err != nil {
 		return err
 	}
-	m, err := createMap(c, pos[0], l)
+	m, err := createMap(pos[0], l)
 	if err != nil {
 		return err
 	}
@@ -41,7 +48,7 @@ func runCreate(c *cli, args []string) error {
 	if err := m.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "created %s: capacity %d entries, %d segments, %s (grows to at most %s)\n",
+	fmt.Fprintf(c.stdout, "created %s: room for %d entries to start, %d segments, %s (grows to at most %s)\n",
 		pos[0], st.Capacity, st.Segments, humanBytes(st.FileSize), humanBytes(st.MaxFileSize))
 	return nil
 }

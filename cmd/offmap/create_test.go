@@ -15,7 +15,7 @@ func TestCreate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "new.map")
 	out := ok(t, "create", path, "--entries", "5000", "--avg-key", "16", "--avg-value", "8",
 		"--max-value", "1000", "--segments", "8", "--mode", "0640")
-	if !strings.Contains(out, "capacity 5000 entries, 8 segments") {
+	if !strings.Contains(out, "room for 5000 entries to start, 8 segments") {
 		t.Errorf("create printed %q", out)
 	}
 	fi, err := os.Stat(path)
@@ -41,10 +41,50 @@ func TestCreate(t *testing.T) {
 	ok(t, "create", "--entries=10", filepath.Join(t.TempDir(), "a.map"), "--avg-key", "4", "--avg-value=4")
 }
 
+// TestCreateDefaults: create with no size flags makes a small map of the
+// library's defaults, which then grows past its starting room.
+func TestCreateDefaults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.map")
+	out := ok(t, "create", path)
+	if want := "created " + path + ": room for 1024 entries to start, 16 segments, 384.0 KiB (grows to at most "; !strings.HasPrefix(out, want) {
+		t.Errorf("create printed %q, want %q...", out, want)
+	}
+	st := statsOf(t, path)
+	if st.Capacity != 1024 || st.AverageKeySize != 32 || st.AverageValueSize != 64 ||
+		st.MaxKeySize != 256 || st.MaxValueSize != 4096 || st.Segments != 16 || st.Len != 0 {
+		t.Fatalf("created %+v", st)
+	}
+	// Some flags given, the others defaulted.
+	other := filepath.Join(t.TempDir(), "other.map")
+	ok(t, "create", other, "--entries", "50000")
+	if st := statsOf(t, other); st.Capacity != 50000 || st.AverageKeySize != 32 || st.AverageValueSize != 64 || st.MaxValueSize != 4096 {
+		t.Errorf("create --entries 50000 made %+v", st)
+	}
+
+	// It takes 5,000 entries, 5 times its starting room, and a value of
+	// 4096 bytes but not one of 4097.
+	var in strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&in, "%q %q\n", fmt.Sprintf("client-%06d@example.com", i), fmt.Sprintf("session %d of this client", i))
+	}
+	r := offmapRun(t, strings.NewReader(in.String()), "load", "--quiet", path)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "loaded 5000 entries into "+path+": 5000 entries now") {
+		t.Fatalf("load: %s", r)
+	}
+	ok(t, "put", path, "big", strings.Repeat("v", 4096))
+	fails(t, 2, "value too large", "put", path, "bigger", strings.Repeat("v", 4097))
+	ok(t, "verify", path)
+	if st := statsOf(t, path); st.Len != 5001 || st.TablesGrown == 0 {
+		t.Errorf("after the load: %d entries, %d tables grown", st.Len, st.TablesGrown)
+	}
+	if out := ok(t, "get", path, "client-004999@example.com"); out != "session 4999 of this client\n" {
+		t.Errorf("get printed %q", out)
+	}
+}
+
 func TestCreateErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.map")
-	fails(t, 2, "needs --entries, --avg-key and --avg-value", "create", path, "--entries", "10")
 	fails(t, 2, "--entries must be positive", "create", path, "--entries", "0", "--avg-key", "4", "--avg-value", "4")
 	fails(t, 2, "--avg-key must be positive", "create", path, "--entries", "10", "--avg-key", "-4", "--avg-value", "4")
 	fails(t, 2, "invalid value", "create", path, "--entries", "many", "--avg-key", "4", "--avg-value", "4")

@@ -61,7 +61,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"put", "--bogus", good, "k", "v"}, 2, "offmap: put: flag provided but not defined: -bogus (see 'offmap put --help')"},
 		{[]string{"get", "--hex", good, "zz"}, 2, `key "zz" is not hexadecimal`},
 		{[]string{"incr", good, "n", "lots"}, 2, `DELTA "lots" is not a 64-bit integer`},
-		{[]string{"create", filepath.Join(dir, "new.map"), "--entries", "10"}, 2, "a new map needs --entries, --avg-key and --avg-value"},
+		{[]string{"create", filepath.Join(dir, "new.map"), "--entries", "0"}, 2, "--entries must be positive"},
 		// A missing file: never created.
 		{[]string{"get", missing, "user1"}, 2, missing + ": no such file"},
 		{[]string{"stat", missing}, 2, missing + ": no such file"},

@@ -28,7 +28,8 @@ When FILE does not exist, load creates it with the layout of the dump's
 it: a flag that differs from the line is an error, and nothing is
 created. To load into a map of another size or layout, make it first
 with 'offmap create' (or re-shape a map with 'offmap copy'). A JSON dump
-has no layout line: give --entries, --avg-key and --avg-value.
+has no layout line: the size flags given size the new map, and those not
+given take create's defaults.
 --max-file-size, which no dump line gives, bounds the new file's growth.
 
 When FILE exists, the dump's layout line is ignored, size flags must match
@@ -82,7 +83,7 @@ func runLoad(c *cli, args []string) error {
 			}
 			l.fill(r.layout)
 		}
-		if m, err = createMap(c, path, l); err != nil {
+		if m, err = createMap(path, l); err != nil {
 			return err
 		}
 		created = true
@@ -119,11 +120,11 @@ func runLoad(c *cli, args []string) error {
 		return err
 	}
 	if created {
-		fmt.Fprintf(c.stdout, "created %s and loaded %d entries: capacity %d entries, %d segments, %s\n",
+		fmt.Fprintf(c.stdout, "created %s and loaded %d entries: room for %d entries to start, %d segments, %s\n",
 			path, n, st.Capacity, st.Segments, humanBytes(st.FileSize))
 	} else {
-		fmt.Fprintf(c.stdout, "loaded %d entries into %s: %d entries now, capacity %d entries, %d segments, %s\n",
-			n, path, st.Len, st.Capacity, st.Segments, humanBytes(st.FileSize))
+		fmt.Fprintf(c.stdout, "loaded %d entries into %s: %d entries now, %d segments, %s\n",
+			n, path, st.Len, st.Segments, humanBytes(st.FileSize))
 	}
 	return nil
 }

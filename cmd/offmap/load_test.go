@@ -151,7 +151,7 @@ func TestLoadGrows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "new.map")
 	r := offmapRun(t, strings.NewReader(in.String()), "load", "--entries", "10", "--avg-key", "4", "--avg-value", "4",
 		"--max-file-size", "1048576", path)
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "created "+path+" and loaded 3000 entries: capacity 10 entries, ") {
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "created "+path+" and loaded 3000 entries: room for 10 entries to start, ") {
 		t.Fatal(r)
 	}
 	sameContents(t, contents(t, path), want)
@@ -193,14 +193,22 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 
-	// A new file needs a layout: from the dump's layout line or flags.
+	// A missing input creates nothing.
 	missing := filepath.Join(dir, "new.map")
-	r := offmapRun(t, strings.NewReader(`{"key":"a","value":"b"}`), "load", missing)
-	oneErrorLine(t, r, 2, "a new map needs --entries, --avg-key and --avg-value")
+	fails(t, 2, "no such file or directory", "load", missing, filepath.Join(dir, "no-input"))
 	if _, err := os.Stat(missing); err == nil {
 		t.Error("a failed load created the file")
 	}
-	fails(t, 2, "no such file or directory", "load", missing, filepath.Join(dir, "no-input"))
+	// A dump with no layout line (JSON) and no size flags: a new map of
+	// create's defaults.
+	r := offmapRun(t, strings.NewReader(`{"key":"a","value":"b"}`), "load", missing)
+	if r.code != 0 || r.stdout != "created "+missing+" and loaded 1 entries: room for 1024 entries to start, 16 segments, 384.0 KiB\n" {
+		t.Fatalf("load of a JSON dump into a new map: %s", r)
+	}
+	if st := statsOf(t, missing); st.AverageKeySize != 32 || st.AverageValueSize != 64 || st.MaxValueSize != 4096 {
+		t.Errorf("load made a map of keys %d, values %d/%d; want create's defaults", st.AverageKeySize, st.AverageValueSize, st.MaxValueSize)
+	}
+	sameContents(t, contents(t, missing), map[string]string{"a": "b"})
 
 	// A full map (one that may not grow past its starting size) stops
 	// the load at the line that did not fit.
@@ -222,13 +230,13 @@ func TestLoadSummary(t *testing.T) {
 	dump := ok(t, "dump", src)
 	dst := filepath.Join(t.TempDir(), "new.map")
 	r := offmapRun(t, strings.NewReader(dump), "load", dst)
-	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "created "+dst+" and loaded 300 entries: capacity 1000 entries, ") ||
+	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "created "+dst+" and loaded 300 entries: room for 1000 entries to start, ") ||
 		strings.Count(r.stdout, "\n") != 1 {
 		t.Fatalf("load into a new map: %s", r)
 	}
 	// Into the existing map: 2 new keys, 1 replaced.
 	r = offmapRun(t, strings.NewReader("\"key-0000\" \"x\"\n\"a\" \"1\"\n\"b\" \"2\"\n"), "load", dst)
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "loaded 3 entries into "+dst+": 302 entries now, capacity 1000 entries, ") {
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "loaded 3 entries into "+dst+": 302 entries now, 15 segments, ") {
 		t.Fatalf("load into an existing map: %s", r)
 	}
 	if got := contents(t, dst); len(got) != 302 || got["key-0000"] != "x" {
@@ -287,7 +295,7 @@ func TestLoadLayoutFlags(t *testing.T) {
 	}
 	// Loading a dump of another layout into an existing map.
 	other := newMap(t, 5000, 16, 32)
-	if out := ok(t, "load", other, dump); !strings.HasPrefix(out, "loaded 50 entries into "+other+": 50 entries now, capacity 5000 entries") {
+	if out := ok(t, "load", other, dump); !strings.HasPrefix(out, "loaded 50 entries into "+other+": 50 entries now, 16 segments, ") {
 		t.Errorf("load into a map of another layout: %q", out)
 	}
 }

@@ -116,6 +116,17 @@ func newMap(t *testing.T, entries, avgKey, avgValue int, extra ...string) string
 	return path
 }
 
+// statsOf returns the Stats of the map at path, opened read-only.
+func statsOf(t *testing.T, path string) offmap.Stats {
+	t.Helper()
+	m, err := offmap.Open(path, offmap.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	return m.Stats()
+}
+
 // contents reads every entry of the map at path with the library, read-only.
 func contents(t *testing.T, path string) map[string]string {
 	t.Helper()

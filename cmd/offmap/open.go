@@ -13,8 +13,9 @@ import (
 )
 
 // mustExist fails with a one-line error unless path is an existing file.
-// offmap.Open creates a missing file when given sizes; commands that work
-// on an existing map check first, so that they never create one.
+// offmap.Open creates a missing file (of default sizes when given none);
+// commands that work on an existing map check first, so that they never
+// create one.
 func mustExist(path string) error {
 	st, err := os.Stat(path)
 	switch {
@@ -94,11 +95,11 @@ func (m *octalMode) Set(s string) error {
 }
 
 func (l *layout) define(fs *flag.FlagSet) {
-	fs.IntVar(&l.entries, "entries", 0, "the map starts with room for `N` entries, and grows past them")
-	fs.IntVar(&l.avgKey, "avg-key", 0, "`BYTES` per key on average")
-	fs.IntVar(&l.avgValue, "avg-value", 0, "`BYTES` per value on average")
+	fs.IntVar(&l.entries, "entries", 0, "the map starts with room for `N` entries, and grows past them (default 1024)")
+	fs.IntVar(&l.avgKey, "avg-key", 0, "`BYTES` per key on average (default 32)")
+	fs.IntVar(&l.avgValue, "avg-value", 0, "`BYTES` per value on average (default 64)")
 	fs.IntVar(&l.maxKey, "max-key", 0, "`BYTES` of the largest key (at most 65535; default max(8 x avg-key, 256))")
-	fs.IntVar(&l.maxValue, "max-value", 0, "`BYTES` of the largest value (default max(8 x avg-value, 256))")
+	fs.IntVar(&l.maxValue, "max-value", 0, "`BYTES` of the largest value (default max(8 x avg-value, 256), or 4096 without --avg-value)")
 	fs.IntVar(&l.segments, "segments", 0, "`N` independently locked segments (default: about one per 1024 entries, at least 16)")
 	fs.Int64Var(&l.maxFileSize, "max-file-size", 0, "the file grows to at most `BYTES` (rounded down to a multiple of 65536, at least the starting size; default max(64 GiB, 4 x the starting size)); the map is full there")
 	fs.BoolVar(&l.checksums, "checksums", false, "keep a checksum in every entry, which verify and recover use to find entries a power cut tore")
@@ -188,10 +189,7 @@ func layoutOf(st offmap.Stats) layout {
 }
 
 // createMap makes a new map at path, failing if the path exists.
-func createMap(c *cli, path string, l layout) (*offmap.Map, error) {
-	if l.entries == 0 || l.avgKey == 0 || l.avgValue == 0 {
-		return nil, c.usageError("a new map needs --entries, --avg-key and --avg-value")
-	}
+func createMap(path string, l layout) (*offmap.Map, error) {
 	if _, err := os.Lstat(path); err == nil {
 		return nil, fmt.Errorf("%s already exists", path)
 	}

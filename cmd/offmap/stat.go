@@ -16,8 +16,8 @@ var statCommand = command{
 	help: `Stat shows a map's layout and format version; its file size now, when
 created and at most; how far it grew (slot tables moved to larger ones,
 extents of entry space added, and the bytes growth left unused, which
-'offmap copy' reclaims); its capacity when created, entries and bytes
-used; the fill of its segments; and who holds segment locks: a live
+'offmap copy' reclaims); the room it was created with, entries and
+bytes used; the fill of its segments; and who holds segment locks: a live
 process (a write in progress) or a dead one (the next writer takes the
 lock over and repairs the segment; 'offmap recover' does it now). It
 opens the file read-only and changes nothing.
@@ -171,9 +171,8 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 		}
 		fmt.Fprintf(w, "expiry         %s; %d entries expired, awaiting 'offmap sweep'\n", ttl, st.Expired)
 	}
-	fmt.Fprintf(w, "capacity       %d entries when created (the map grows past them)\n", st.Capacity)
-	fmt.Fprintf(w, "entries        %d (%s of capacity), %d detached\n",
-		st.Entries, pct(float64(st.Entries), float64(st.Capacity)), st.Detached)
+	fmt.Fprintf(w, "starting room  %d entries when created (the map grows past them)\n", st.Capacity)
+	fmt.Fprintf(w, "entries        %d, %d detached\n", st.Entries, st.Detached)
 	fmt.Fprintf(w, "bytes used     %d of %d bytes of entry space (%s)\n",
 		st.BytesUsed, st.EntrySpace, pct(float64(st.BytesUsed), float64(st.EntrySpace)))
 	fmt.Fprintf(w, "keys           average %d, at most %d bytes\n", st.AverageKeySize, st.MaxKeySize)

@@ -56,7 +56,7 @@ func runUpgrade(c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "%s: already format version %d; nothing to do\n", path, st.FormatVersion)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "upgraded %s to format version %d: %d entries copied, capacity %d entries, %d segments, %s (grows to at most %s)\n",
+	fmt.Fprintf(c.stdout, "upgraded %s to format version %d: %d entries copied, room for %d entries to start, %d segments, %s (grows to at most %s)\n",
 		path, st.FormatVersion, n, st.Capacity, st.Segments, humanBytes(st.FileSize), humanBytes(st.MaxFileSize))
 	return nil
 }

@@ -47,7 +47,7 @@ func TestUpgrade(t *testing.T) {
 	}
 
 	out := ok(t, "upgrade", path)
-	want := "upgraded " + path + " to format version 3: 136 entries copied, capacity 200 entries, 3 segments, "
+	want := "upgraded " + path + " to format version 3: 136 entries copied, room for 200 entries to start, 3 segments, "
 	if !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 {
 		t.Errorf("upgrade printed %q, want %q...", out, want)
 	}

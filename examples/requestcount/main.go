@@ -29,7 +29,7 @@ func main() {
 
 func run(path string) error {
 	m, err := offmap.Open(path, offmap.Options{
-		Entries:          1000, // clients the map can hold
+		Entries:          1000, // room for 1000 clients to start; it grows past them
 		AverageKeySize:   8,
 		AverageValueSize: 8, // an int64 count
 	})

@@ -93,7 +93,7 @@ func tour(path string) error {
 	if err := m.Sync(); err != nil { // msync: durable against power loss
 		return err
 	}
-	st := m.Stats() // capacity, entries, bytes used, per-segment fill and locks
+	st := m.Stats() // starting room, entries, bytes used, per-segment fill and locks
 
 	if err := m.Check(); err != nil { // full consistency check
 		return err
