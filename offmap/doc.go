@@ -10,8 +10,9 @@
 // under its own lock, while every process goes on. Reads take no lock:
 // a segment's version word makes them retry while a writer changes it
 // (a seqlock). Writes lock one segment; a process killed holding the lock
-// is detected by its pid and start time, and the next writer takes the
-// lock over and finishes or rolls back the change it left (every change
+// is known dead by the lock it held on a byte of the file, which the
+// kernel drops when it dies (in any pid namespace, as any uid), and the
+// next writer takes the lock over and finishes or rolls back the change it left (every change
 // is logged in the segment before it is made). So a kill -9 at any
 // instant leaves the file usable by the others, and nothing completed
 // before it is lost.

@@ -13,9 +13,10 @@
 // Every message has a 64-bit index, cycle << 32 | sequence. Appends claim
 // the first free slot by CAS on its 8-byte header (0 -> not-complete |
 // length | writer lease), write the payload, and publish it with a CAS
-// that clears not-complete; readers stop at a free or not-complete slot. A slot whose writer died (its process gone, checked
-// with the pid and start time of its lease) is marked skipped after
-// Options.SkipAfter. A sparse index (every IndexSpacing-th message) lets a
+// that clears not-complete; readers stop at a free or not-complete slot.
+// A slot whose writer died (its process gone, known by the lock it held on
+// a byte of queue.meta, which the kernel drops when it dies) is marked
+// skipped after Options.SkipAfter; a live writer is waited for. A sparse index (every IndexSpacing-th message) lets a
 // tailer seek without scanning a cycle. docs/QUEUE-FORMAT.md and format.go
 // give the layout, the header bits and the numbered steps.
 //
