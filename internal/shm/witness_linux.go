@@ -2,6 +2,7 @@ package shm
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 
@@ -46,7 +47,7 @@ func takeToken(rc syscall.RawConn) (Token, error) {
 		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES):
 			continue // another process holds this byte: draw again
 		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS):
-			return 0, errors.Join(ErrNoFileLocks, err)
+			return 0, fmt.Errorf("%w (%v)", ErrNoFileLocks, err)
 		default:
 			return 0, err
 		}
