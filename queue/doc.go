@@ -16,9 +16,10 @@
 // that clears not-complete; readers stop at a free or not-complete slot.
 // A slot whose writer died (its process gone, known by the lock it held on
 // a byte of queue.meta, which the kernel drops when it dies) is marked
-// skipped after Options.SkipAfter; a live writer is waited for. A sparse index (every IndexSpacing-th message) lets a
-// tailer seek without scanning a cycle. docs/QUEUE-FORMAT.md and format.go
-// give the layout, the header bits and the numbered steps.
+// skipped after Options.SkipAfter; a live writer is waited for. A sparse
+// index (every IndexSpacing-th message) lets a tailer seek without
+// scanning a cycle. docs/QUEUE-FORMAT.md gives the layout, the header
+// bits and the numbered steps.
 //
 // Waiting: Tailer.Wait spins, yields, parks with back-off, or blocks. A
 // blocked tailer is woken directly by appends in its own process, and by

@@ -21,13 +21,13 @@ const (
 	// notifier, which watches many doorbells with one thread. An idle
 	// blocked tailer costs no thread of its own and next to no CPU (the
 	// notifier wakes once a second to see whether a process killed
-	// mid-append left a wake-up unsent; see Queue.ring). A queue
-	// opened read-only cannot ring or watch the doorbell: Block then
-	// polls like Park.
+	// mid-append left a wake-up unsent, and an append that finds a
+	// wake-up long pending sends it itself). A queue opened read-only
+	// cannot ring or watch the doorbell: Block then polls like Park.
 	Block WaitMode = iota
 	// Spin polls without pause: the lowest latency, a whole core. It lets
-	// the other goroutines of its P run once a millisecond (not more
-	// often: see shm.SpinYield).
+	// the goroutines that share its thread run once a millisecond; more
+	// often would wake idle threads that take the spinner's CPU.
 	Spin
 	// Yield polls and lets other goroutines run between polls.
 	Yield
