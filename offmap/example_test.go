@@ -305,3 +305,43 @@ func ExampleOptions_checksumEntries() {
 	fmt.Println(m.Stats().ChecksumEntries, m.Check())
 	// Output: true <nil>
 }
+
+// A large map checked a segment at a time, as offmap verify does to show
+// its progress: CheckFile and every CheckSegment together are Check.
+func ExampleMap_CheckSegment() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 1000 {
+		if err := m.Put(fmt.Appendf(nil, "client-%d", i), []byte("ok")); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	problems, err := m.CheckFile()
+	if err != nil {
+		log.Fatal(err)
+	}
+	n := m.Stats().Segments
+	for i := range n {
+		p, err := m.CheckSegment(i)
+		if err != nil {
+			log.Fatal(err)
+		}
+		problems = append(problems, p...)
+		if (i+1)%(n/4) == 0 {
+			fmt.Printf("%d of %d segments checked\n", i+1, n)
+		}
+	}
+	fmt.Println(len(problems), "problems")
+	// Output:
+	// 4 of 16 segments checked
+	// 8 of 16 segments checked
+	// 12 of 16 segments checked
+	// 16 of 16 segments checked
+	// 0 problems
+}

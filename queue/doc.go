@@ -4,8 +4,8 @@
 //
 // A queue is a directory: queue.meta (settings, writer leases, named
 // tailers, the doorbell) and one cycle file per roll cycle (daily,
-// hourly, minutely, secondly or a 100 ms Fast roll for tests), named after
-// the cycle's start time. Cycle files grow in preallocated blocks
+// hourly, minutely, secondly, or every 100 ms with Fast), named after the
+// cycle's start time. Cycle files grow in preallocated blocks
 // (Options.BlockSize) inside an address range reserved for the largest
 // one, so a full disk is an error from the append that needs the space,
 // never a SIGBUS, and views never move.
@@ -25,7 +25,7 @@
 // blocked tailer is woken directly by appends in its own process, and by
 // appends in other processes through a futex doorbell in queue.meta that
 // one notifier per process watches for many queues at once (FUTEX_WAITV);
-// appenders make no system call while nobody waits. Set lets an event
+// appenders make no system call while nobody waits. WaitSet lets an event
 // loop wait for many tailers at once.
 //
 // Where to put a queue: its pages live in the page cache either way, and

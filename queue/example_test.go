@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/offmap/offmap/queue"
@@ -281,4 +282,50 @@ func ExampleQueue_WatchCycles() {
 	// Output:
 	// true true
 	// context canceled
+}
+
+// A queue bounded by time: with the Fast roll (a cycle file every 100 ms)
+// and KeepCycles 2, the process that rolls to a new cycle deletes all but
+// the newest two files, so the queue holds the last 100 to 200 ms of
+// messages. Readers that reach a deleted cycle go on from the next one.
+func ExampleOptions_keepCycles() {
+	dir, err := os.MkdirTemp("", "ticks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	q, err := queue.Open(dir, queue.Options{Roll: queue.Fast, KeepCycles: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+
+	var written []uint32 // the cycles appended to, in order
+	for len(written) < 4 {
+		idx, err := q.Append([]byte("tick"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if c, _ := queue.SplitIndex(idx); len(written) == 0 || written[len(written)-1] != c {
+			written = append(written, c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	kept, err := q.Cycles()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(kept), "cycle files kept, the newest:", slices.Equal(kept, written[2:]))
+	t, err := q.Tailer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close()
+	idx, _, err := t.Next()
+	c, _ := queue.SplitIndex(idx)
+	fmt.Println("the first message left is in the third cycle:", c == written[2], err)
+	// Output:
+	// 2 cycle files kept, the newest: true
+	// the first message left is in the third cycle: true <nil>
 }

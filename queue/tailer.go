@@ -31,7 +31,7 @@ type Tailer struct {
 	boundary       uint32 // index spacing - 1: a message at seq&boundary == 0 has an index entry
 
 	listener listener // for blocking waits; see wait.go
-	setMark  uint64   // for Set.Wait
+	setMark  uint64   // for WaitSet.Wait
 }
 
 // Tailer returns a new tailer at the start of the queue.

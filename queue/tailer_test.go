@@ -83,7 +83,7 @@ func TestReadCopyAndDrain(t *testing.T) {
 
 func TestCycleFull(t *testing.T) {
 	clk := newClock()
-	q := openT(t, t.TempDir(), Options{Clock: clk.Now, Roll: Minutely, MaxCycleSize: 64 << 10, BlockSize: 16 << 10})
+	q := openT(t, t.TempDir(), Options{clock: clk.Now, Roll: Minutely, MaxCycleSize: 64 << 10, BlockSize: 16 << 10})
 	msg := make([]byte, 1000)
 	n := 0
 	for {

@@ -155,7 +155,7 @@ func (t *Tailer) block(ctx context.Context) error {
 }
 
 // listener is what an append in this process, or the notifier, wakes:
-// a tailer's channel, or a Set's entry for one queue.
+// a tailer's channel, or a WaitSet's entry for one queue.
 type listener struct {
 	ch      chan struct{} // capacity 1
 	timer   *time.Timer
