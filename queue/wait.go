@@ -32,8 +32,9 @@ const (
 	// Yield polls and lets other goroutines run between polls.
 	Yield
 	// Park polls and sleeps between polls, from Options.ParkMin doubling
-	// to Options.ParkMax (the seed benchmark parks 1/8 of the expected
-	// gap between messages: set both to that).
+	// to Options.ParkMax. For messages that come at a known rate, set
+	// both to about 1/8 of the gap between them, as the consumers of the
+	// EDA benchmark (bench/eda) sleep.
 	Park
 )
 
