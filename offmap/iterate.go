@@ -53,8 +53,8 @@ func (m *Map) All() iter.Seq2[[]byte, []byte] {
 //	}
 //	if err != nil { ... }
 //
-// Each iteration has its own error variable, so any number of goroutines
-// may iterate at once.
+// The error lives in the caller's variable, not in the Map: with a
+// variable for each loop, any number of goroutines may iterate at once.
 func (m *Map) AllErr(err *error) iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
 		*err = m.Range(yield)
