@@ -31,5 +31,5 @@
 // nothing; damaged, truncated,
 // foreign or newer files are errors at Open, never a crash. Check verifies
 // a map and Recover repairs one while other processes use it. The file
-// format is in docs/FORMAT.md; format.go holds the same tables.
+// format is in docs/FORMAT.md.
 package offmap

@@ -1,12 +1,14 @@
 package offmap_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,4 +306,161 @@ func ExampleOptions_checksumEntries() {
 	}
 	fmt.Println(m.Stats().ChecksumEntries, m.Check())
 	// Output: true <nil>
+}
+
+// A large map checked a segment at a time, as offmap verify does to show
+// its progress: CheckFile and every CheckSegment together are Check.
+func ExampleMap_CheckSegment() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 1000 {
+		if err := m.Put(fmt.Appendf(nil, "client-%d", i), []byte("ok")); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	problems, err := m.CheckFile()
+	if err != nil {
+		log.Fatal(err)
+	}
+	n := m.Stats().Segments
+	for i := range n {
+		p, err := m.CheckSegment(i)
+		if err != nil {
+			log.Fatal(err)
+		}
+		problems = append(problems, p...)
+		if (i+1)%(n/4) == 0 {
+			fmt.Printf("%d of %d segments checked\n", i+1, n)
+		}
+	}
+	fmt.Println(len(problems), "problems")
+	// Output:
+	// 4 of 16 segments checked
+	// 8 of 16 segments checked
+	// 12 of 16 segments checked
+	// 16 of 16 segments checked
+	// 0 problems
+}
+
+// AllErr is a pass over every entry as a for-range loop, with an error to
+// check afterwards, as after a bufio.Scanner's loop: a damaged segment or
+// Close stops the loop early. Entries come in the map's order, not the
+// keys'.
+func ExampleMap_AllErr() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for _, name := range []string{"carol", "alice", "bob"} {
+		if err := m.Put([]byte(name), []byte("on")); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	var names []string
+	for k := range m.AllErr(&err) {
+		names = append(names, string(k)) // k is valid until the next step: copy it
+	}
+	if err != nil { // a damaged segment (ErrCorrupt), or the map closed
+		log.Fatal(err)
+	}
+	slices.Sort(names)
+	fmt.Println(names)
+	// Output: [alice bob carol]
+}
+
+// Range calls a function for every entry, with no lock held: the function
+// may use the map, here to delete what it visits.
+func ExampleMap_Range() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 10 {
+		if err := m.Put(fmt.Appendf(nil, "session-%d", i), []byte("expired")); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	n := 0
+	err = m.Range(func(k, v []byte) bool {
+		if _, err := m.Delete(k); err != nil {
+			log.Fatal(err)
+		}
+		n++
+		return true // false stops the pass
+	})
+	fmt.Println(n, "deleted,", m.Len(), "left,", err)
+	// Output: 10 deleted, 0 left, <nil>
+}
+
+// Recover repairs a damaged map in place, while other processes may use
+// it. Here a power cut's torn write is played by changing a byte of a
+// value behind the map's back: with ChecksumEntries, reads refuse the
+// entry, Check reports it, and Recover drops it and nothing else.
+func ExampleMap_Recover() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{ChecksumEntries: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Put([]byte("alice"), []byte("balance=100")); err != nil {
+		log.Fatal(err)
+	}
+	if err := m.Put([]byte("bob"), []byte("balance=7")); err != nil {
+		log.Fatal(err)
+	}
+
+	damage(path, []byte("balance=100"))
+	_, err = m.Get([]byte("alice"))
+	fmt.Println("get:", errors.Is(err, offmap.ErrCorrupt))
+	fmt.Println("check:", errors.Is(m.Check(), offmap.ErrCorrupt))
+
+	fixed, err := m.Recover()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("recover fixed something:", len(fixed) > 0)
+	_, err = m.Get([]byte("alice"))
+	v, _ := m.Get([]byte("bob"))
+	fmt.Println(err, string(v), m.Check())
+	// Output:
+	// get: true
+	// check: true
+	// recover fixed something: true
+	// offmap: key not found balance=7 <nil>
+}
+
+// damage changes the first byte of what in the file at path.
+func damage(path string, what []byte) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	at := bytes.Index(b, what)
+	if at < 0 {
+		log.Fatal("not in the file")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{what[0] ^ 0xff}, int64(at)); err != nil {
+		log.Fatal(err)
+	}
 }

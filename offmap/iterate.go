@@ -33,11 +33,31 @@ func (m *Map) Range(fn func(key, value []byte) bool) error {
 
 // All yields every entry as Range does (each segment copied at one
 // instant; the slices valid only until the next step), for use with
-// for-range. It stops early when the map is closed meanwhile: use Range
-// to learn such an error.
+// for-range. It stops early, silently, at a segment it cannot read (a
+// damaged entry, ErrCorrupt) or when the map is closed: where a short
+// iteration matters, use AllErr, which says why it stopped.
 func (m *Map) All() iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
 		m.Range(yield)
+	}
+}
+
+// AllErr is All that sets *err when the iteration ends: to the error that
+// stopped it early (an error wrapping ErrCorrupt for a damaged segment,
+// ErrClosed), or nil when it saw every entry or the loop broke out.
+// Check *err after the loop, as after bufio.Scanner's:
+//
+//	var err error
+//	for k, v := range m.AllErr(&err) {
+//		...
+//	}
+//	if err != nil { ... }
+//
+// The error lives in the caller's variable, not in the Map: with a
+// variable for each loop, any number of goroutines may iterate at once.
+func (m *Map) AllErr(err *error) iter.Seq2[[]byte, []byte] {
+	return func(yield func(key, value []byte) bool) {
+		*err = m.Range(yield)
 	}
 }
 

@@ -487,3 +487,117 @@ func TestStats(t *testing.T) {
 		t.Fatalf("FileSize = %d, file has %d bytes", st.FileSize, fi)
 	}
 }
+
+// TestAllErr: AllErr says why an iteration stopped short (a damaged
+// segment, a closed map) and says nil after a full pass or a break; All
+// stops at the same place without a word.
+func TestAllErr(t *testing.T) {
+	count := func(seq func(func(k, v []byte) bool)) int {
+		n := 0
+		for range seq {
+			n++
+		}
+		return n
+	}
+
+	t.Run("sound", func(t *testing.T) {
+		m := openTest(t, small)
+		for i := range 300 {
+			mustPut(t, m, key(i), val(i))
+		}
+		err := errors.New("not set")
+		if n := count(m.AllErr(&err)); n != 300 || err != nil {
+			t.Fatalf("AllErr: %d entries, %v; want 300, nil", n, err)
+		}
+		err = errors.New("not set")
+		for range m.AllErr(&err) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("AllErr after a break: %v", err)
+		}
+	})
+
+	t.Run("damaged", func(t *testing.T) {
+		p := tempPath(t)
+		m, err := Open(p, Options{Entries: 1000, AverageKeySize: 11, AverageValueSize: 16, ChecksumEntries: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		for i := range 300 {
+			mustPut(t, m, key(i), bigValue(i, 40))
+		}
+		bad := key(42)
+		s := m.segmentOf(bad)
+		_, _, e, found, _ := m.find(s, bad, m.hash(bad))
+		if !found {
+			t.Fatal("the key to damage is missing")
+		}
+		s.mem[e.off+4] = 28 // its value's length, under the entry's checksum
+
+		var iterErr error
+		n := count(m.AllErr(&iterErr))
+		if !errors.Is(iterErr, ErrCorrupt) {
+			t.Fatalf("AllErr over a damaged segment: %v; want ErrCorrupt", iterErr)
+		}
+		if n >= 300 {
+			t.Fatalf("AllErr yielded %d entries past the damage", n)
+		}
+		if all := count(m.All()); all != n {
+			t.Fatalf("All yielded %d entries, AllErr %d", all, n)
+		}
+	})
+
+	t.Run("closed", func(t *testing.T) {
+		m, err := Open(tempPath(t), small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 300 {
+			mustPut(t, m, key(i), val(i))
+		}
+		var iterErr error
+		n := 0
+		for range m.AllErr(&iterErr) {
+			if n++; n == 1 {
+				if err := m.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if !errors.Is(iterErr, ErrClosed) || n >= 300 {
+			t.Fatalf("AllErr with Close inside the loop: %d entries, %v; want fewer than 300, ErrClosed", n, iterErr)
+		}
+		if n := count(m.AllErr(&iterErr)); n != 0 || !errors.Is(iterErr, ErrClosed) {
+			t.Fatalf("AllErr of a closed map: %d entries, %v; want 0, ErrClosed", n, iterErr)
+		}
+	})
+
+	t.Run("set", func(t *testing.T) {
+		s, err := OpenSet(tempPath(t), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if _, err := s.Add(key(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var iterErr error
+		n := 0
+		for range s.AllErr(&iterErr) {
+			n++
+		}
+		if n != 10 || iterErr != nil {
+			t.Fatalf("Set.AllErr: %d keys, %v; want 10, nil", n, iterErr)
+		}
+		s.Close()
+		for range s.AllErr(&iterErr) {
+			t.Fatal("Set.AllErr yielded a key of a closed set")
+		}
+		if !errors.Is(iterErr, ErrClosed) {
+			t.Fatalf("Set.AllErr of a closed set: %v", iterErr)
+		}
+	})
+}

@@ -21,7 +21,7 @@ import (
 // of the changes or all of them: a transfer between two counters never
 // shows a sum that is off.
 //
-// The changes are one transaction (txn.go), also across a crash: a
+// The changes are one transaction, also across a crash: a
 // process killed inside UpdateKeys leaves all of them made or none, and
 // whoever next locks one of the segments finishes or drops them. A
 // read-only process, which cannot repair, reads such segments through the

@@ -768,7 +768,9 @@ func (m *Map) fileEnd() int {
 }
 
 // CheckSegment checks segment i (0 <= i < Stats().Segments) as Check does
-// and returns its problems; tools use it to show progress.
+// and returns its problems, so that a caller can check a large map a
+// piece at a time: to show progress, to stop early, or to spread the work.
+// CheckFile and CheckSegment of every segment together are Check.
 func (m *Map) CheckSegment(i int) ([]string, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed

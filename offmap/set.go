@@ -42,10 +42,17 @@ func (s *Set) Remove(key []byte) (removed bool, err error) { return s.m.Delete(k
 func (s *Set) Len() int { return s.m.Len() }
 
 // All yields every key, as Map.All does (each slice valid only until the
-// next step).
+// next step); like it, it stops silently on damage or Close.
 func (s *Set) All() iter.Seq[[]byte] {
+	var err error
+	return s.AllErr(&err)
+}
+
+// AllErr is All that sets *err to why the iteration stopped early, or to
+// nil, as Map.AllErr does.
+func (s *Set) AllErr(err *error) iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		for k := range s.m.All() {
+		for k := range s.m.AllErr(err) {
 			if !yield(k) {
 				return
 			}

@@ -233,14 +233,14 @@ func (q *Queue) appendCycle() (*cycle, error) {
 // end (a millisecond or so late, which only delays the roll).
 func (q *Queue) rollDue() bool {
 	if q.clocked {
-		return q.opts.Clock().UnixNano() >= q.rollAt.Load()
+		return q.opts.clock().UnixNano() >= q.rollAt.Load()
 	}
 	return q.rollFlag.Load()
 }
 
 func (q *Queue) wallNow() time.Time {
-	if q.opts.Clock != nil {
-		return q.opts.Clock()
+	if q.opts.clock != nil {
+		return q.opts.clock()
 	}
 	return time.Now()
 }
@@ -256,7 +256,7 @@ func (q *Queue) setCycle(c *cycle) {
 
 // armRoll makes rollDue true from time end on.
 func (q *Queue) armRoll(end time.Time) {
-	if q.opts.Clock != nil {
+	if q.opts.clock != nil {
 		q.rollAt.Store(end.UnixNano())
 		return
 	}

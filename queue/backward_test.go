@@ -10,7 +10,7 @@ import (
 // skipped slot, an aborted reservation and a cycle deleted by retention.
 func TestReadBackwards(t *testing.T) {
 	clk := newClock()
-	q := openT(t, t.TempDir(), Options{Roll: Minutely, Clock: clk.Now, IndexSpacing: 4, SkipAfter: time.Millisecond})
+	q := openT(t, t.TempDir(), Options{Roll: Minutely, clock: clk.Now, IndexSpacing: 4, SkipAfter: time.Millisecond})
 	var want []uint64 // indexes of the complete messages, in order
 	n := 0
 	for c := range 4 {

@@ -42,7 +42,7 @@ func TestWriteCrossArchQueue(t *testing.T) {
 	os.RemoveAll(crossArchDir)
 	msgs := crossArchMessages()
 	clk := newClock()
-	q, err := Open(crossArchDir, Options{Roll: Daily, MaxCycleSize: 64 << 10, BlockSize: 4096, Clock: clk.Now})
+	q, err := Open(crossArchDir, Options{Roll: Daily, MaxCycleSize: 64 << 10, BlockSize: 4096, clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

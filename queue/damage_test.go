@@ -22,7 +22,7 @@ import (
 func makeCycles(t *testing.T, dir string, n, per int, msg func(int) []byte) []string {
 	t.Helper()
 	clk := newClock()
-	q, err := Open(dir, Options{Roll: Minutely, Clock: clk.Now})
+	q, err := Open(dir, Options{Roll: Minutely, clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

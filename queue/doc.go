@@ -4,8 +4,8 @@
 //
 // A queue is a directory: queue.meta (settings, writer leases, named
 // tailers, the doorbell) and one cycle file per roll cycle (daily,
-// hourly, minutely, secondly or a 100 ms Fast roll for tests), named after
-// the cycle's start time. Cycle files grow in preallocated blocks
+// hourly, minutely, secondly, or every 100 ms with Fast), named after the
+// cycle's start time. Cycle files grow in preallocated blocks
 // (Options.BlockSize) inside an address range reserved for the largest
 // one, so a full disk is an error from the append that needs the space,
 // never a SIGBUS, and views never move.
@@ -16,15 +16,16 @@
 // that clears not-complete; readers stop at a free or not-complete slot.
 // A slot whose writer died (its process gone, known by the lock it held on
 // a byte of queue.meta, which the kernel drops when it dies) is marked
-// skipped after Options.SkipAfter; a live writer is waited for. A sparse index (every IndexSpacing-th message) lets a
-// tailer seek without scanning a cycle. docs/QUEUE-FORMAT.md and format.go
-// give the layout, the header bits and the numbered steps.
+// skipped after Options.SkipAfter; a live writer is waited for. A sparse
+// index (every IndexSpacing-th message) lets a tailer seek without
+// scanning a cycle. docs/QUEUE-FORMAT.md gives the layout, the header
+// bits and the numbered steps.
 //
 // Waiting: Tailer.Wait spins, yields, parks with back-off, or blocks. A
 // blocked tailer is woken directly by appends in its own process, and by
 // appends in other processes through a futex doorbell in queue.meta that
 // one notifier per process watches for many queues at once (FUTEX_WAITV);
-// appenders make no system call while nobody waits. Set lets an event
+// appenders make no system call while nobody waits. WaitSet lets an event
 // loop wait for many tailers at once.
 //
 // Where to put a queue: its pages live in the page cache either way, and

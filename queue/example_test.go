@@ -2,10 +2,12 @@ package queue_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/offmap/offmap/queue"
@@ -281,4 +283,224 @@ func ExampleQueue_WatchCycles() {
 	// Output:
 	// true true
 	// context canceled
+}
+
+// A queue bounded by time: with the Fast roll (a cycle file every 100 ms)
+// and KeepCycles 2, the process that rolls to a new cycle deletes all but
+// the newest two files, so the queue holds the last 100 to 200 ms of
+// messages. Readers that reach a deleted cycle go on from the next one.
+func ExampleOptions_keepCycles() {
+	dir, err := os.MkdirTemp("", "ticks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	q, err := queue.Open(dir, queue.Options{Roll: queue.Fast, KeepCycles: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+
+	var written []uint32 // the cycles appended to, in order
+	for len(written) < 4 {
+		idx, err := q.Append([]byte("tick"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if c, _ := queue.SplitIndex(idx); len(written) == 0 || written[len(written)-1] != c {
+			written = append(written, c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	kept, err := q.Cycles()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(kept), "cycle files kept, the newest:", slices.Equal(kept, written[2:]))
+	t, err := q.Tailer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close()
+	idx, _, err := t.Next()
+	c, _ := queue.SplitIndex(idx)
+	fmt.Println("the first message left is in the third cycle:", c == written[2], err)
+	// Output:
+	// 2 cycle files kept, the newest: true
+	// the first message left is in the third cycle: true <nil>
+}
+
+// Reserve builds a message in place, in the mapped file, with no copy
+// from a buffer of its own; Commit publishes it. A reservation given up
+// with Abort leaves a slot that readers skip.
+func ExampleQueue_Reserve() {
+	dir, err := os.MkdirTemp("", "prices")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	q, err := queue.Open(dir, queue.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+
+	for _, price := range []uint64{101, 0, 103} {
+		w, err := q.Reserve(8)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if price == 0 { // nothing to send after all
+			w.Abort()
+			continue
+		}
+		binary.LittleEndian.PutUint64(w.Bytes(), price)
+		if _, err := w.Commit(); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	t, err := q.Tailer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close()
+	for idx, msg := range t.All() {
+		_, seq := queue.SplitIndex(idx)
+		fmt.Println(seq, binary.LittleEndian.Uint64(msg))
+	}
+	// Output:
+	// 0 101
+	// 2 103
+}
+
+// One goroutine serves many queues: a WaitSet blocks until some of its
+// tailers have messages and returns those, woken by appends in this
+// process or any other. While it reads one tailer it prefetches the next.
+func ExampleWaitSet() {
+	root, err := os.MkdirTemp("", "feeds")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+
+	set := queue.NewWaitSet()
+	names := map[*queue.Tailer]string{}
+	var queues []*queue.Queue
+	for _, name := range []string{"orders", "quotes"} {
+		q, err := queue.Open(filepath.Join(root, name), queue.Options{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer q.Close()
+		t, err := q.Tailer()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer t.Close()
+		defer set.Remove(t) // before its Close
+		set.Add(t)
+		names[t] = name
+		queues = append(queues, q)
+	}
+
+	done := make(chan struct{})
+	go func() { // another goroutine, or another process, appends
+		defer close(done)
+		for i := range 3 {
+			for _, q := range queues {
+				if _, err := q.Append(fmt.Appendf(nil, "%d", i)); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := map[string][]string{}
+	var ready []*queue.Tailer
+	for n := 0; n < 6; {
+		ready, err = set.Wait(ctx, ready)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for i, t := range ready {
+			if i+1 < len(ready) {
+				ready[i+1].Prefetch()
+			}
+			for _, msg := range t.All() {
+				got[names[t]] = append(got[names[t]], string(msg))
+				n++
+			}
+		}
+	}
+	<-done
+	fmt.Println("orders", got["orders"])
+	fmt.Println("quotes", got["quotes"])
+	// Output:
+	// orders [0 1 2]
+	// quotes [0 1 2]
+}
+
+// Retention by hand: DeleteCycles removes old cycle files but spares those
+// a named tailer has not acknowledged past, unless forced.
+func ExampleQueue_DeleteCycles() {
+	dir, err := os.MkdirTemp("", "audit")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	q, err := queue.Open(dir, queue.Options{Roll: queue.Fast}) // a cycle file every 100 ms
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	var written []uint32 // the cycles appended to
+	for len(written) < 3 {
+		idx, err := q.Append([]byte("entry"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if c, _ := queue.SplitIndex(idx); len(written) == 0 || written[len(written)-1] != c {
+			written = append(written, c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The auditor has processed the first cycle and the start of the
+	// second.
+	audit, err := q.NamedTailer("audit")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer audit.Close()
+	for {
+		idx, _, err := audit.Next()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if c, _ := queue.SplitIndex(idx); c == written[1] {
+			break
+		}
+	}
+	if err := audit.Ack(); err != nil {
+		log.Fatal(err)
+	}
+
+	deleted, err := q.DeleteCycles(1, false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("deleted the first cycle:", slices.Equal(deleted, written[:1]))
+	deleted, err = q.DeleteCycles(1, true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	kept, err := q.Cycles()
+	fmt.Println("forced, deleted the second:", slices.Equal(deleted, written[1:2]), "kept the last:", slices.Equal(kept, written[2:]), err)
+	// Output:
+	// deleted the first cycle: true
+	// forced, deleted the second: true kept the last: true <nil>
 }

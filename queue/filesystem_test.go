@@ -17,7 +17,7 @@ import (
 // twoCycles makes a queue in dir with n messages in each of two cycles.
 func twoCycles(t *testing.T, dir string, n int) {
 	clk := newClock()
-	q, err := Open(dir, Options{Roll: Minutely, Clock: clk.Now})
+	q, err := Open(dir, Options{Roll: Minutely, clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

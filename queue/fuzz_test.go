@@ -117,7 +117,7 @@ func FuzzOperations(f *testing.F) {
 		}
 		defer failIfHung(10 * time.Second)()
 		clk := newClock()
-		q, err := Open(t.TempDir(), Options{Roll: Minutely, Clock: clk.Now, IndexSpacing: 2})
+		q, err := Open(t.TempDir(), Options{Roll: Minutely, clock: clk.Now, IndexSpacing: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

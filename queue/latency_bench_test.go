@@ -294,10 +294,10 @@ func BenchmarkIdleBlockedTailers(b *testing.B) {
 	})
 }
 
-// BenchmarkIdleSet: one goroutine waiting on a Set of 1,000 tailers.
-func BenchmarkIdleSet(b *testing.B) {
+// BenchmarkIdleWaitSet: one goroutine waiting on a WaitSet of 1,000 tailers.
+func BenchmarkIdleWaitSet(b *testing.B) {
 	benchIdle(b, func(ctx context.Context, ts []*Tailer) {
-		s := NewSet()
+		s := NewWaitSet()
 		for _, t := range ts {
 			s.Add(t)
 		}

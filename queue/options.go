@@ -10,12 +10,18 @@ import (
 type RollCycle uint32
 
 // The roll cycles. Cycle files are named after their start time in UTC.
+//
+// Fast starts a cycle every 100 ms, for messages that matter only for a
+// moment: with KeepCycles it bounds a queue by time (KeepCycles 50 keeps
+// about the last 5 s), and it lets a test see rolls and retention at work
+// without waiting. It makes up to 36,000 files an hour, so pair it with
+// KeepCycles; its cycle numbers last 13 years from the queue's creation.
 const (
 	Daily    RollCycle = 1 + iota // 20060102.oq
 	Hourly                        // 20060102-15.oq
 	Minutely                      // 20060102-1504.oq
 	Secondly                      // 20060102-150405.oq
-	Fast                          // 100 ms, for tests: 20060102-150405.0.oq
+	Fast                          // 100 ms: 20060102-150405.0.oq
 )
 
 var rolls = [...]struct {
@@ -95,9 +101,11 @@ type Options struct {
 	// being woken, while an idle one pays one short spin. Zero means
 	// 50 us; negative means never spin.
 	BlockSpin time.Duration
-	// Clock, when set, replaces time.Now for choosing the cycle to
-	// append to (tests use it to roll at will).
-	Clock func() time.Time
+
+	// clock, when set, replaces time.Now for choosing the cycle to
+	// append to, so that tests roll at will. Not exported: processes
+	// sharing a queue must agree on the time.
+	clock func() time.Time
 }
 
 // CycleEvent tells an Options.OnCycle hook what happened to a cycle file.

@@ -29,7 +29,7 @@ func TestDamagedSlotLength(t *testing.T) {
 			}
 			dir := t.TempDir()
 			clk := newClock()
-			q := openT(t, dir, Options{IndexSpacing: spacing, Roll: Minutely, Clock: clk.Now, BlockSize: 64 << 10, MaxCycleSize: 1 << 20})
+			q := openT(t, dir, Options{IndexSpacing: spacing, Roll: Minutely, clock: clk.Now, BlockSize: 64 << 10, MaxCycleSize: 1 << 20})
 			want := map[uint64]string{}
 			for i := range n {
 				m := msgOf(i)[:4+i%11]

@@ -24,7 +24,7 @@ type Queue struct {
 	// loop appending to thousands of queues then misses one line per queue.
 	wcur       atomic.Pointer[cycle] // the cycle appends go to (holds a reference)
 	rollFlag   atomic.Bool           // without a test clock: raised by rollTimer at its end
-	clocked    bool                  // opts.Clock is set
+	clocked    bool                  // opts.clock is set
 	spacing    uint                  // log2 of the index spacing
 	writerBits uint64                // this process's lease in slot headers
 	maxAppend  int64                 // the largest message a cycle file can take
@@ -139,8 +139,8 @@ func createMeta(dir, path string, o Options) error {
 		}
 	}
 	now := time.Now()
-	if o.Clock != nil {
-		now = o.Clock()
+	if o.clock != nil {
+		now = o.clock()
 	}
 	h := o.newMeta(now)
 	return shm.CreateAtomic(path, o.FileMode, metaSize, true, func(f *os.File) error {
@@ -191,7 +191,7 @@ func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) 
 		cycles:   make(map[uint32]*cycle),
 		tailSet:  make(map[*Tailer]struct{}),
 		leaseIdx: -1,
-		clocked:  o.Clock != nil,
+		clocked:  o.clock != nil,
 		// Room for the message, the cycle's first index array and the
 		// header that follows the last slot.
 		maxAppend: min(maxMessage, h.MaxCycleSize-dataStart-indexArrayBytes-16),

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// fakeClock is a settable clock for Options.Clock.
+// fakeClock is a settable clock for Options.clock.
 type fakeClock struct{ ns atomic.Int64 }
 
 func newClock() *fakeClock {
@@ -240,7 +240,7 @@ func TestRollOver(t *testing.T) {
 	clk := newClock()
 	var events []CycleEvent
 	var mu sync.Mutex
-	q := openT(t, t.TempDir(), Options{Roll: Minutely, Clock: clk.Now, OnCycle: func(e CycleEvent) {
+	q := openT(t, t.TempDir(), Options{Roll: Minutely, clock: clk.Now, OnCycle: func(e CycleEvent) {
 		mu.Lock()
 		events = append(events, e)
 		mu.Unlock()
@@ -312,8 +312,8 @@ func TestRollUnderLoad(t *testing.T) {
 	}
 	clk := newClock()
 	dir := t.TempDir()
-	q := openT(t, dir, Options{Roll: Secondly, Clock: clk.Now})
-	q2 := openT(t, dir, Options{Clock: clk.Now}) // a second handle, as another process would have
+	q := openT(t, dir, Options{Roll: Secondly, clock: clk.Now})
+	q2 := openT(t, dir, Options{clock: clk.Now}) // a second handle, as another process would have
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
@@ -392,7 +392,7 @@ func TestStartPadExtremes(t *testing.T) {
 	for _, lines := range []int{1, pageSize/64 - 1} {
 		startPadLines = func() int { return lines }
 		clk := newClock()
-		q := openT(t, t.TempDir(), Options{Clock: clk.Now, Roll: Minutely, BlockSize: pageSize})
+		q := openT(t, t.TempDir(), Options{clock: clk.Now, Roll: Minutely, BlockSize: pageSize})
 		for i := range 3 {
 			if _, err := q.Append([]byte{byte(i)}); err != nil {
 				t.Fatalf("padding of %d lines, append %d: %v", lines, i, err)

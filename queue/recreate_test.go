@@ -19,7 +19,7 @@ func TestIdleAppenderAfterRetention(t *testing.T) {
 		t.Run(fmt.Sprintf("%d days, new day %v", tc.idle, tc.newDay), func(t *testing.T) {
 			dir := t.TempDir()
 			clk := newClock()
-			opts := Options{Roll: Daily, KeepCycles: 1, Clock: clk.Now}
+			opts := Options{Roll: Daily, KeepCycles: 1, clock: clk.Now}
 			a := openT(t, dir, opts)
 			b := openT(t, dir, opts)
 			var want []string // the messages of the latest cycle
@@ -87,8 +87,8 @@ func TestIdleAppenderAfterRetention(t *testing.T) {
 func TestRollRacesRetention(t *testing.T) {
 	dir := t.TempDir()
 	clkA, clkB := newClock(), newClock()
-	a := openT(t, dir, Options{Roll: Daily, KeepCycles: 2, Clock: clkA.Now})
-	b := openT(t, dir, Options{Roll: Daily, KeepCycles: 1, Clock: clkB.Now})
+	a := openT(t, dir, Options{Roll: Daily, KeepCycles: 2, clock: clkA.Now})
+	b := openT(t, dir, Options{Roll: Daily, KeepCycles: 1, clock: clkB.Now})
 	if _, err := a.Append([]byte("a0")); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestRollRacesRetention(t *testing.T) {
 func TestTailerPassesOrphan(t *testing.T) {
 	dir := t.TempDir()
 	clk := newClock()
-	q := openT(t, dir, Options{Roll: Daily, KeepCycles: 1, Clock: clk.Now})
+	q := openT(t, dir, Options{Roll: Daily, KeepCycles: 1, clock: clk.Now})
 	for day := range 3 {
 		if _, err := q.Append([]byte(fmt.Sprint("m", day))); err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ func TestRetention(t *testing.T) {
 	clk := newClock()
 	var mu sync.Mutex
 	var deleted []uint32
-	q := openT(t, t.TempDir(), Options{Roll: Minutely, Clock: clk.Now, OnCycle: func(e CycleEvent) {
+	q := openT(t, t.TempDir(), Options{Roll: Minutely, clock: clk.Now, OnCycle: func(e CycleEvent) {
 		if e.Kind == CycleDeleted {
 			mu.Lock()
 			deleted = append(deleted, e.Cycle)
@@ -66,7 +66,7 @@ func TestRetention(t *testing.T) {
 
 func TestKeepCycles(t *testing.T) {
 	clk := newClock()
-	q := openT(t, t.TempDir(), Options{Roll: Minutely, Clock: clk.Now, KeepCycles: 3})
+	q := openT(t, t.TempDir(), Options{Roll: Minutely, clock: clk.Now, KeepCycles: 3})
 	for c := 0; c < 8; c++ {
 		q.Append(msgOf(c))
 		clk.Advance(time.Minute)
@@ -82,7 +82,7 @@ func TestKeepCycles(t *testing.T) {
 // drop references to it: every mapping is unmapped exactly once.
 func TestForgetRacesRelease(t *testing.T) {
 	clk := newClock()
-	q := openT(t, t.TempDir(), Options{Roll: Minutely, Clock: clk.Now})
+	q := openT(t, t.TempDir(), Options{Roll: Minutely, clock: clk.Now})
 	q.Append(msgOf(0))
 	n := q.wcur.Load().num
 	before := repeatedUnmaps.Load()

@@ -9,7 +9,7 @@ import (
 
 func TestSeekAcrossCycles(t *testing.T) {
 	clk := newClock()
-	q := openT(t, t.TempDir(), Options{Roll: Hourly, Clock: clk.Now, IndexSpacing: 4})
+	q := openT(t, t.TempDir(), Options{Roll: Hourly, clock: clk.Now, IndexSpacing: 4})
 	var idx []uint64
 	for c := 0; c < 3; c++ {
 		for i := 0; i < 300; i++ {

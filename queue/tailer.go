@@ -31,7 +31,7 @@ type Tailer struct {
 	boundary       uint32 // index spacing - 1: a message at seq&boundary == 0 has an index entry
 
 	listener listener // for blocking waits; see wait.go
-	setMark  uint64   // for Set.Wait
+	setMark  uint64   // for WaitSet.Wait
 }
 
 // Tailer returns a new tailer at the start of the queue.
@@ -122,10 +122,13 @@ func (t *Tailer) Next() (uint64, []byte, error) {
 	return idx, msg, nil
 }
 
-// Read copies the next message into buf and returns its length and index.
-// When buf is too small it returns the length needed and
-// io.ErrShortBuffer, and stays at the message.
-func (t *Tailer) Read(buf []byte) (int, uint64, error) {
+// ReadInto copies the next message into buf and returns its length and
+// index, for a caller that keeps the message past the tailer's next move
+// to another cycle file (Next's view does not last). When buf is too
+// small it returns the length needed and io.ErrShortBuffer, and stays at
+// the message. Each call reads one whole message: a Tailer is no
+// io.Reader.
+func (t *Tailer) ReadInto(buf []byte) (int, uint64, error) {
 	h, err := t.peek()
 	if err != nil {
 		return 0, 0, err

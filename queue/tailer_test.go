@@ -55,18 +55,21 @@ func TestNamedTailerRestart(t *testing.T) {
 	}
 }
 
-func TestReadCopyAndDrain(t *testing.T) {
+func TestReadIntoAndDrain(t *testing.T) {
 	q := openT(t, t.TempDir(), Options{})
 	for i := 0; i < 10; i++ {
 		q.Append(msgOf(i))
 	}
 	tl := tailerT(t, q)
+	if _, ok := any(tl).(io.Reader); ok {
+		t.Fatal("a Tailer reads whole messages: it must not pass for an io.Reader")
+	}
 	small := make([]byte, 4)
-	if n, _, err := tl.Read(small); err != io.ErrShortBuffer || n != len(msgOf(0)) {
+	if n, _, err := tl.ReadInto(small); err != io.ErrShortBuffer || n != len(msgOf(0)) {
 		t.Fatalf("short read: %d %v", n, err)
 	}
 	buf := make([]byte, 64)
-	n, idx, err := tl.Read(buf)
+	n, idx, err := tl.ReadInto(buf)
 	if err != nil || !bytes.Equal(buf[:n], msgOf(0)) {
 		t.Fatalf("read %q %v", buf[:n], err)
 	}
@@ -83,7 +86,7 @@ func TestReadCopyAndDrain(t *testing.T) {
 
 func TestCycleFull(t *testing.T) {
 	clk := newClock()
-	q := openT(t, t.TempDir(), Options{Clock: clk.Now, Roll: Minutely, MaxCycleSize: 64 << 10, BlockSize: 16 << 10})
+	q := openT(t, t.TempDir(), Options{clock: clk.Now, Roll: Minutely, MaxCycleSize: 64 << 10, BlockSize: 16 << 10})
 	msg := make([]byte, 1000)
 	n := 0
 	for {
@@ -203,7 +206,7 @@ func TestNoAllocations(t *testing.T) {
 		tl.HasNext()
 		tl.Next()
 	})
-	check("Read", func() { tl.Read(buf) })
+	check("ReadInto", func() { tl.ReadInto(buf) })
 	check("Next at the end", func() {
 		tl.SeekEnd()
 		tl.Next()

@@ -21,19 +21,20 @@ const (
 	// notifier, which watches many doorbells with one thread. An idle
 	// blocked tailer costs no thread of its own and next to no CPU (the
 	// notifier wakes once a second to see whether a process killed
-	// mid-append left a wake-up unsent; see Queue.ring). A queue
-	// opened read-only cannot ring or watch the doorbell: Block then
-	// polls like Park.
+	// mid-append left a wake-up unsent, and an append that finds a
+	// wake-up long pending sends it itself). A queue opened read-only
+	// cannot ring or watch the doorbell: Block then polls like Park.
 	Block WaitMode = iota
 	// Spin polls without pause: the lowest latency, a whole core. It lets
-	// the other goroutines of its P run once a millisecond (not more
-	// often: see shm.SpinYield).
+	// the goroutines that share its thread run once a millisecond; more
+	// often would wake idle threads that take the spinner's CPU.
 	Spin
 	// Yield polls and lets other goroutines run between polls.
 	Yield
 	// Park polls and sleeps between polls, from Options.ParkMin doubling
-	// to Options.ParkMax (the seed benchmark parks 1/8 of the expected
-	// gap between messages: set both to that).
+	// to Options.ParkMax. For messages that come at a known rate, set
+	// both to about 1/8 of the gap between them, as the consumers of the
+	// EDA benchmark (bench/eda) sleep.
 	Park
 )
 
@@ -155,7 +156,7 @@ func (t *Tailer) block(ctx context.Context) error {
 }
 
 // listener is what an append in this process, or the notifier, wakes:
-// a tailer's channel, or a Set's entry for one queue.
+// a tailer's channel, or a WaitSet's entry for one queue.
 type listener struct {
 	ch      chan struct{} // capacity 1
 	timer   *time.Timer

@@ -36,7 +36,7 @@ func TestWaitModes(t *testing.T) {
 // an appender rolls and appends to the next cycle.
 func TestWaitFollowsRoll(t *testing.T) {
 	clk := newClock()
-	q := openT(t, t.TempDir(), Options{Roll: Minutely, Clock: clk.Now})
+	q := openT(t, t.TempDir(), Options{Roll: Minutely, clock: clk.Now})
 	q.Append([]byte("a"))
 	tl := tailerT(t, q)
 	tl.Next()
@@ -52,10 +52,10 @@ func TestWaitFollowsRoll(t *testing.T) {
 	}
 }
 
-func TestSet(t *testing.T) {
+func TestWaitSet(t *testing.T) {
 	var qs []*Queue
 	var ts []*Tailer
-	set := NewSet()
+	set := NewWaitSet()
 	for i := 0; i < 5; i++ {
 		q := openT(t, t.TempDir(), Options{})
 		tl := tailerT(t, q)

@@ -14,7 +14,7 @@ import (
 func TestWatchCyclesAcrossProcesses(t *testing.T) {
 	dir := t.TempDir()
 	clk := newClock()
-	q := openT(t, dir, Options{Roll: Minutely, Clock: clk.Now, KeepCycles: 2})
+	q := openT(t, dir, Options{Roll: Minutely, clock: clk.Now, KeepCycles: 2})
 	q.Append(msgOf(0))
 	first := q.wcur.Load().num
 

@@ -24,7 +24,7 @@
 //   - Block: each service blocks in its topic until a message arrives;
 //   - Loop, the project's design: a few event-loop goroutines serve every
 //     service of many instances as handlers, wait on all their topics at
-//     once (queue.Set) and drain every message ready, so a message usually
+//     once (queue.WaitSet) and drain every message ready, so a message usually
 //     crosses all six topics in one pass with no goroutine woken per hop;
 //     a loop with time to spare releases the sends of another loop's
 //     instances that are overdue (group.go).

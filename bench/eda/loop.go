@@ -22,7 +22,7 @@ type loop struct {
 	senders []*instance // whose sends it releases, in order of send time
 	own     []*group    // the senders, in blocks (formGroups)
 	peers   []*group    // other loops' groups, released when overdue
-	set     *queue.Set
+	set     *queue.WaitSet
 	route   map[*queue.Tailer]route
 	watched int // tailers in set
 	ready   []*queue.Tailer
@@ -38,7 +38,7 @@ type route struct {
 func newLoop(c *chain, shard int, batch time.Duration) *loop {
 	return &loop{
 		c: c, shard: shard, batch: int64(batch),
-		set:   queue.NewSet(),
+		set:   queue.NewWaitSet(),
 		route: make(map[*queue.Tailer]route),
 		buf:   make([]byte, 0, messageSize),
 	}

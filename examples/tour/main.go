@@ -65,8 +65,11 @@ func tour(path string) error {
 	if err != nil || !swapped {
 		return fmt.Errorf("CompareAndSwap: %v, %v", swapped, err)
 	}
-	for k, v := range m.All() { // or m.Range(func(k, v []byte) bool { ... })
+	for k, v := range m.AllErr(&err) { // or m.All(), which does not say why it stopped short, or m.Range
 		fmt.Printf("%s=%s\n", k, v)
+	}
+	if err != nil { // a damaged segment (ErrCorrupt), or the map closed
+		return err
 	}
 	if _, err := m.Delete(key); err != nil {
 		return err

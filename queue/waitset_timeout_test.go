@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-func TestSetWaitTimeout(t *testing.T) {
+func TestWaitSetTimeout(t *testing.T) {
 	q := openT(t, t.TempDir(), Options{})
 	tl := tailerT(t, q)
-	s := NewSet()
+	s := NewWaitSet()
 	s.Add(tl)
 	defer s.Remove(tl)
 	got, err := s.WaitTimeout(context.Background(), nil, 0)

@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// Set watches many tailers, possibly of many queues, for an event loop
+// WaitSet watches many tailers, possibly of many queues, for an event loop
 // that serves them all from one goroutine: Wait blocks until some of them
 // have messages and returns those. Appends in this process mark the
 // queue ready directly; appends in other processes through the doorbell
 // and the process's notifier. Add and Remove may be called from any
 // goroutine; Wait from one at a time.
-type Set struct {
+type WaitSet struct {
 	mu       sync.Mutex
 	entries  map[*Queue]*setEntry
 	ready    []*setEntry // queues notified since the last Wait
@@ -27,23 +27,23 @@ type Set struct {
 	skip     time.Duration // shortest SkipAfter of the stalled tailers
 }
 
-// setEntry is a Set's listener on one queue.
+// setEntry is a WaitSet's listener on one queue.
 type setEntry struct {
-	set     *Set
+	set     *WaitSet
 	q       *Queue
 	tailers []*Tailer // guarded by set.mu
 	queued  atomic.Bool
 	l       listener
 }
 
-// NewSet returns an empty set.
-func NewSet() *Set {
-	return &Set{entries: make(map[*Queue]*setEntry), ch: make(chan struct{}, 1)}
+// NewWaitSet returns an empty set.
+func NewWaitSet() *WaitSet {
+	return &WaitSet{entries: make(map[*Queue]*setEntry), ch: make(chan struct{}, 1)}
 }
 
 // Add starts watching t. A tailer belongs to at most one set; remove it
 // before closing it.
-func (s *Set) Add(t *Tailer) {
+func (s *WaitSet) Add(t *Tailer) {
 	s.mu.Lock()
 	e := s.entries[t.q]
 	if e == nil {
@@ -61,7 +61,7 @@ func (s *Set) Add(t *Tailer) {
 }
 
 // Remove stops watching t.
-func (s *Set) Remove(t *Tailer) {
+func (s *WaitSet) Remove(t *Tailer) {
 	s.mu.Lock()
 	e := s.entries[t.q]
 	if e == nil {
@@ -108,7 +108,7 @@ func (e *setEntry) notify() {
 // met an error reading), appends those tailers to dst[:0] and returns
 // it. Tailers returned and not drained are returned again by the next
 // Wait. It allocates nothing once dst and the set's lists have grown.
-func (s *Set) Wait(ctx context.Context, dst []*Tailer) ([]*Tailer, error) {
+func (s *WaitSet) Wait(ctx context.Context, dst []*Tailer) ([]*Tailer, error) {
 	return s.WaitTimeout(ctx, dst, -1)
 }
 
@@ -116,7 +116,7 @@ func (s *Set) Wait(ctx context.Context, dst []*Tailer) ([]*Tailer, error) {
 // and a nil error; a zero timeout only polls, a negative one waits
 // without limit. An event loop that also has timed work (sends due at
 // set times) waits with it.
-func (s *Set) WaitTimeout(ctx context.Context, dst []*Tailer, timeout time.Duration) ([]*Tailer, error) {
+func (s *WaitSet) WaitTimeout(ctx context.Context, dst []*Tailer, timeout time.Duration) ([]*Tailer, error) {
 	dst = dst[:0]
 	var expired <-chan time.Time
 	if timeout > 0 {
@@ -176,7 +176,7 @@ func (s *Set) WaitTimeout(ctx context.Context, dst []*Tailer, timeout time.Durat
 	}
 }
 
-func (s *Set) check(dst []*Tailer, t *Tailer, mark uint64) []*Tailer {
+func (s *WaitSet) check(dst []*Tailer, t *Tailer, mark uint64) []*Tailer {
 	if t.setMark == mark {
 		return dst
 	}
