@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -48,37 +49,44 @@ type record struct {
 	line       int     // in the file
 }
 
-func chartCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("edabench chart", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", defaultData, "the recorded results to draw (CSV; see docs/charts/README.md)")
-	out := fs.String("out", "", "directory for the charts (default: the data file's)")
-	format := fs.String("format", "png", "png or svg")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: edabench chart [flags]\n\n"+
-			"Draws eda-p999 (instances against p99.9, the study's Chart 1) and eda-cost (cores per\n"+
-			"100 instances within the SLA, its Chart 2) from the recorded results.\n"+
-			"Run it from the repository root: go run ./cmd/edabench chart\n\nflags:")
-		fs.PrintDefaults()
+var chartCommand = command{
+	name:     "chart",
+	synopsis: "[flags]",
+	summary:  "draw the recorded results (docs/charts/eda.csv) as the study's Chart 1 and Chart 2",
+	help: `Draws eda-p999 (instances against p99.9, the study's Chart 1) and eda-cost
+(cores per 100 instances within the SLA, its Chart 2) from the recorded
+results, and prints the cost table. Run it from the repository root.`,
+	examples: `  # redraw docs/charts/eda-p999.png and eda-cost.png
+  go run ./cmd/edabench chart
+  # SVG, elsewhere
+  edabench chart --data docs/charts/eda.csv --format svg -o /tmp/charts`,
+	flags: func(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error {
+		data := fs.String("data", defaultData, "the recorded results to draw (CSV `FILE`; see docs/charts/README.md)")
+		out := fs.String("out", "", "`DIR` for the charts (default: the data file's)")
+		cliargs.Alias(fs, "o", "out")
+		format := fs.String("format", "png", "png or svg")
+		return func(ctx context.Context, stdout, stderr io.Writer) error {
+			return chartCmd(*data, *out, *format, stdout)
+		}
+	},
+}
+
+func chartCmd(data, out, format string, stdout io.Writer) error {
+	if format != "png" && format != "svg" {
+		return usageErrorf("--format %q: want png or svg", format)
 	}
-	if err := parse(fs, args); err != nil {
-		return err
+	if out == "" {
+		out = filepath.Dir(data)
 	}
-	if *format != "png" && *format != "svg" {
-		return fmt.Errorf("-format %q: want png or svg", *format)
-	}
-	if *out == "" {
-		*out = filepath.Dir(*data)
-	}
-	recs, err := readData(*data)
+	recs, err := readData(data)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return fmt.Errorf("cannot use -out %s: %v", *out, err)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("cannot use --out %s: %v", out, err)
 	}
-	p999 := filepath.Join(*out, "eda-p999."+*format)
-	cost := filepath.Join(*out, "eda-cost."+*format)
+	p999 := filepath.Join(out, "eda-p999."+format)
+	cost := filepath.Join(out, "eda-cost."+format)
 	f, err := p999Figure(recs)
 	if err != nil {
 		return err
@@ -94,7 +102,7 @@ func chartCmd(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.save(cost); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Cores per 100 instances at the largest count within the SLA (%s):\n\n", *data)
+	fmt.Fprintf(stdout, "Cores per 100 instances at the largest count within the SLA (%s):\n\n", data)
 	fmt.Fprintf(stdout, "  %-40s %10s %7s %7s  %s\n", "series", "instances", "CPU %", "cores", "cores per 100 instances")
 	for _, b := range bars {
 		cpu := "-"

@@ -7,13 +7,15 @@
 //
 // Usage:
 //
-//	edabench                          a short demo: one instance, about 10 s
+//	edabench [demo]                   a short demo: one instance, about 10 s
 //	edabench run   [flags]            one setting
 //	edabench sweep [flags]            raise the instance count until p99.9 passes the SLA
 //	edabench chart [flags]            draw docs/charts/eda.csv: p99.9 against instances, and cost
+//	edabench help [COMMAND]
 //
-// Run "edabench run -h", "edabench sweep -h" or "edabench chart -h" for
-// the flags.
+// "edabench COMMAND --help" prints a command's flags, on stdout. It
+// follows the conventions of docs/CLI.md: exit status 0 on success, 2 on
+// a usage error or a run that failed.
 package main
 
 import (
@@ -22,16 +24,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/offmap/offmap/bench/eda"
+	"github.com/offmap/offmap/internal/cliargs"
 )
 
 func main() {
@@ -40,44 +43,112 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "edabench:", err)
-		}
-		os.Exit(2)
-	}
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// command is one verb: its help and the function that runs it.
+type command struct {
+	name     string
+	synopsis string
+	summary  string
+	help     string
+	examples string
+	// flags defines the command's flags on fs and returns the function
+	// that runs it once they are parsed.
+	flags func(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error
+}
+
+var commands = []*command{&demoCommand, &runCommand, &sweepCommand, &chartCommand}
+
+// errUsage marks an error in the command line.
+type errUsage struct{ error }
+
+// run executes one command line and returns the exit status: 0 on
+// success, 2 for a usage error or a failed run (docs/CLI.md).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		return demo(ctx, stdout, stderr)
+		args = []string{"demo"}
 	}
 	switch args[0] {
-	case "run":
-		return runOne(ctx, args[1:], stdout, stderr)
-	case "sweep":
-		return sweep(ctx, args[1:], stdout, stderr)
-	case "demo":
-		return demo(ctx, stdout, stderr)
-	case "chart":
-		return chartCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		if len(args) == 1 {
+			writeOverview(stdout)
+			return cliargs.ExitOK
+		}
+		args = []string{args[1], "--help"}
 	}
-	return fmt.Errorf("unknown command %q (want run, sweep, chart or no argument for the demo; -h for help)", args[0])
+	var cmd *command
+	for _, c := range commands {
+		if c.name == args[0] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "edabench: unknown command %q (see 'edabench help')\n", args[0])
+		return cliargs.ExitError
+	}
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	job := cmd.flags(fs)
+	pos, err := cliargs.Parse(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		writeHelp(stdout, cmd, fs)
+		return cliargs.ExitOK
+	}
+	switch {
+	case err != nil:
+		err = errUsage{err}
+	case len(pos) > 0 && fs.Lookup("json") != nil && fs.Lookup("json").Value.String() == "true":
+		err = usageErrorf("unexpected argument %q: --json prints the JSON on stdout, --out FILE writes it to a file", pos[0])
+	case len(pos) > 0:
+		err = usageErrorf("unexpected argument %q", pos[0])
+	default:
+		err = job(ctx, stdout, stderr)
+	}
+	var u errUsage
+	switch {
+	case err == nil:
+		return cliargs.ExitOK
+	case errors.As(err, &u):
+		fmt.Fprintf(stderr, "edabench: %s: %v (see 'edabench %s --help')\n", cmd.name, err, cmd.name)
+	default:
+		fmt.Fprintf(stderr, "edabench: %s: %v\n", cmd.name, err)
+	}
+	return cliargs.ExitError
 }
 
-const usage = `edabench runs the EDA chain benchmark on offmap queues.
+// usageErrorf is an error in the command line.
+func usageErrorf(format string, args ...any) error {
+	return errUsage{fmt.Errorf(format, args...)}
+}
 
-  edabench                  a short demo: one instance, about 10 seconds
-  edabench run [flags]      one setting, e.g. edabench run -instances 100 -wait park
-  edabench sweep [flags]    1, 10, 25, 50, 100, ... instances until p99.9 passes the SLA
-  edabench chart [flags]    draw the recorded results (docs/charts/eda.csv) as the study's
-                            Chart 1 (p99.9 against instances) and Chart 2 (cost)
+func writeOverview(w io.Writer) {
+	fmt.Fprint(w, `edabench runs the EDA chain benchmark on offmap queues.
 
-Run "edabench run -h", "edabench sweep -h" or "edabench chart -h" for the flags.
-`
+usage: edabench [COMMAND [flags]]
+
+commands:
+`)
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-6s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprint(w, `
+With no command, edabench runs the demo. 'edabench COMMAND --help' describes
+a command, with examples. Exit status: 0 success; 2 usage error or a run
+that failed (messages lost, counters wrong). docs/CLI.md has the
+conventions edabench shares with the other tools.
+`)
+}
+
+// writeHelp prints a command's --help: usage, description, flags, examples.
+func writeHelp(w io.Writer, cmd *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: edabench %s %s\n\n%s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help))
+	cliargs.WriteFlags(w, fs)
+	fmt.Fprintf(w, "\nexamples:\n%s\n", strings.TrimRight(cmd.examples, "\n"))
+}
 
 // settings are the flags common to run and sweep.
 type settings struct {
@@ -128,7 +199,7 @@ func (s *settings) startProfile() (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-// pinRate is the message rate of one process from which -pin auto pins
+// pinRate is the message rate of one process from which --pin auto pins
 // its event loops: below it pinning cost CPU, above it saved some.
 const pinRate = 250_000
 
@@ -142,11 +213,11 @@ func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 		return eda.Config{}, err
 	}
 	if fi, err := os.Stat(s.dir); err != nil || !fi.IsDir() {
-		return eda.Config{}, fmt.Errorf("cannot use -dir %s: not a directory", s.dir)
+		return eda.Config{}, usageErrorf("cannot use --dir %s: not a directory", s.dir)
 	}
 	probe, err := os.MkdirTemp(s.dir, "edabench-probe-")
 	if err != nil {
-		return eda.Config{}, fmt.Errorf("cannot use -dir %s: %v", s.dir, err)
+		return eda.Config{}, fmt.Errorf("cannot use --dir %s: %v", s.dir, err)
 	}
 	os.Remove(probe)
 	// Pinned loops lower the CPU of one busy process (12 % at 500,000
@@ -162,7 +233,7 @@ func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 		pin = p == eda.InProcess && float64(instances)*s.rate >= pinRate
 	case "off":
 	default:
-		return eda.Config{}, fmt.Errorf("-pin %q: want on, off or auto", s.pin)
+		return eda.Config{}, usageErrorf("--pin %q: want on, off or auto", s.pin)
 	}
 	cfg := eda.Config{
 		Instances: instances, Rate: s.rate, Wait: w, Placement: p, Workers: s.workers,
@@ -175,30 +246,18 @@ func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 	return cfg, nil
 }
 
-// parse parses a command's flags. -h prints the flags; a mistake is one
-// line that says what is wrong and where the flags are listed.
-func parse(fs *flag.FlagSet, args []string) error {
-	help := false
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		help = help || a == "-h" || a == "-help" || a == "--help" || a == "--h"
-	}
-	if !help {
-		fs.SetOutput(io.Discard)
-		fs.Usage = func() {}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%v (%s -h lists the flags)", err, fs.Name())
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
+var demoCommand = command{
+	name:     "demo",
+	synopsis: "",
+	summary:  "a short demo: one instance, about 10 seconds (also edabench with no command)",
+	help: `Runs one instance of the chain (a sender, five services and a receiver
+linked by six offmap queues, 1,000 messages a second) for two measured runs
+of 4 s after a 2 s warm-up, and prints the latency table and the result.`,
+	examples: `  # the demo
+  edabench`,
+	flags: func(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error {
+		return demo
+	},
 }
 
 func demo(ctx context.Context, stdout, stderr io.Writer) error {
@@ -217,8 +276,8 @@ func demo(ctx context.Context, stdout, stderr io.Writer) error {
 	v := verdict{sla: 100 * time.Millisecond}
 	writeTable(stdout, []*eda.Result{r}, v)
 	writeRunResult(stdout, r, v)
-	fmt.Fprint(stdout, "\nNext: edabench run -instances 100 (one setting), edabench sweep (the largest count under the SLA);\n"+
-		"-v prints each run's percentiles as JLBH does, in us; -h lists the flags.\n")
+	fmt.Fprint(stdout, "\nNext: edabench run --instances 100 (one setting), edabench sweep (the largest count under the SLA);\n"+
+		"-v prints each run's percentiles as JLBH does, in us; 'edabench help' lists the commands.\n")
 	return checked(r)
 }
 
@@ -231,21 +290,40 @@ func interrupted(ctx context.Context, err error) error {
 	return err
 }
 
-func runOne(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("edabench run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var s settings
-	s.register(fs)
-	n := fs.Int("instances", 1, "instances (chains)")
-	jsonOut := fs.String("json", "", "write the result as JSON to this file")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: edabench run [flags]\n\nexample: edabench run -instances 100 -wait park -run 15s\n\nflags:")
-		fs.PrintDefaults()
+var runCommand = command{
+	name:     "run",
+	synopsis: "[flags]",
+	summary:  "one setting",
+	help: `Runs one setting: --instances chains, each sending --rate messages a second,
+for --runs measured runs of --run after a --warmup. Prints the latency table
+(corrected for coordinated omission and not), the CPU of every process and
+the result; with --json, the result as JSON on stdout instead (the table
+then goes to stderr). Fails (status 2) when messages or counters did not
+add up.`,
+	examples: `  # 100 instances, the study's poll-and-sleep services, 15 s runs
+  edabench run --instances 100 --wait park --run 15s
+  # the result as JSON, for a script
+  edabench run --instances 100 --json | jq '.[0].end_to_end'
+  # the same, kept in a file
+  edabench run --instances 100 -o r.json`,
+	flags: func(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error {
+		var s settings
+		s.register(fs)
+		n := cliargs.Count(fs, "instances", 1, "`N` instances (chains)")
+		asJSON := fs.Bool("json", false, "print the result as JSON on stdout (a one-element array, as sweep.json holds them); the table goes to stderr")
+		out := fs.String("out", "", "also write the result as JSON to `FILE`")
+		cliargs.Alias(fs, "o", "out")
+		return func(ctx context.Context, stdout, stderr io.Writer) error {
+			return runOne(ctx, s, *n, *asJSON, *out, stdout, stderr)
+		}
+	},
+}
+
+func runOne(ctx context.Context, s settings, n int, asJSON bool, out string, stdout, stderr io.Writer) error {
+	if n < 1 {
+		return usageErrorf("--instances %d: want 1 or more", n)
 	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := s.config(*n, stderr)
+	cfg, err := s.config(n, stderr)
 	if err != nil {
 		return err
 	}
@@ -253,17 +331,26 @@ func runOne(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	describe(stdout, instances(*n), cfg)
+	text := stdout
+	if asJSON {
+		text = stderr
+	}
+	describe(text, instances(n), cfg)
 	r, err := eda.Run(ctx, cfg)
 	stopProfile()
 	if err != nil {
 		return interrupted(ctx, err)
 	}
 	v := verdict{sla: 100 * time.Millisecond}
-	writeTable(stdout, []*eda.Result{r}, v)
-	writeRunResult(stdout, r, v)
-	if *jsonOut != "" {
-		if err := writeJSON(*jsonOut, []*eda.Result{r}); err != nil {
+	writeTable(text, []*eda.Result{r}, v)
+	writeRunResult(text, r, v)
+	if out != "" {
+		if err := writeJSON(out, []*eda.Result{r}); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		if err := printJSON(stdout, []*eda.Result{r}); err != nil {
 			return err
 		}
 	}
@@ -282,11 +369,11 @@ func checked(r *eda.Result) error {
 func parseCounts(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("bad instance count %q in -counts", f)
+		n, err := cliargs.ParseCount(f)
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			return nil, usageErrorf("bad instance count %q in --counts", f)
 		}
-		out = append(out, n)
+		out = append(out, int(n))
 	}
 	return out, nil
 }

@@ -85,7 +85,7 @@ func exitCode(err error) int {
 func TestRunPrintsTableAndJSON(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "r.json")
-	stdout, stderr, err := edabench(t, append([]string{"run", "-instances", "3", "-json", out}, quick(dir)...)...)
+	stdout, stderr, err := edabench(t, append([]string{"run", "--instances", "3", "-o", out}, quick(dir)...)...)
 	if err != nil {
 		t.Fatalf("%v\n%s%s", err, stdout, stderr)
 	}
@@ -96,18 +96,38 @@ func TestRunPrintsTableAndJSON(t *testing.T) {
 	if !strings.Contains(flat(stdout), "Result: at 3 instances the chain meets the SLA") {
 		t.Fatalf("no result:\n%s", stdout)
 	}
-	var rs []eda.Result
+	checkResultJSON := func(what string, b []byte) {
+		t.Helper()
+		var rs []eda.Result
+		if err := json.Unmarshal(b, &rs); err != nil || len(rs) != 1 {
+			t.Fatalf("%s: %v (%d results)", what, err, len(rs))
+		}
+		if r := rs[0]; r.Instances != 3 || r.Delivered != r.Sent || r.EndToEnd.Count == 0 || r.EndToEnd.P999 == 0 {
+			t.Fatalf("%s: result: %+v", what, r)
+		}
+	}
 	b, _ := os.ReadFile(out)
-	if err := json.Unmarshal(b, &rs); err != nil || len(rs) != 1 {
-		t.Fatalf("JSON: %v (%d results)", err, len(rs))
-	}
-	if r := rs[0]; r.Instances != 3 || r.Delivered != r.Sent || r.EndToEnd.Count == 0 || r.EndToEnd.P999 == 0 {
-		t.Fatalf("result: %+v", r)
-	}
+	checkResultJSON("--out file", b)
 	// Nothing is left behind in the run directory.
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Fatalf("run left files: %v", entries)
+	}
+
+	// --json: the JSON alone on stdout, the table on stderr.
+	stdout, stderr, err = edabench(t, append([]string{"run", "--instances", "3", "--json"}, quick(dir)...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr)
+	}
+	checkResultJSON("--json stdout", []byte(stdout))
+	if !strings.Contains(flat(stderr), "Result: at 3 instances the chain meets the SLA") {
+		t.Fatalf("--json: no table on stderr:\n%s", stderr)
+	}
+
+	// The old -json FILE is refused with a pointer to --out.
+	stdout, stderr, err = edabench(t, "run", "-json", out)
+	if exitCode(err) != 2 || stdout != "" || !strings.Contains(stderr, "--out FILE writes it to a file") {
+		t.Fatalf("-json FILE: exit %d, stdout %q, stderr %q", exitCode(err), stdout, stderr)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/offmap/offmap/bench/eda"
+	"github.com/offmap/offmap/internal/cliargs"
 )
 
 const defaultCounts = "1,10,25,50,100,150,200,250,300,375,500,750,1000,1500,2000"
@@ -46,57 +47,82 @@ type sweepEnd struct {
 	err        error         // stopError
 }
 
-func sweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("edabench sweep", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+var sweepCommand = command{
+	name:     "sweep",
+	synopsis: "[flags]",
+	summary:  "1, 10, 25, 50, 100, ... instances until p99.9 passes the SLA",
+	help: `Runs the instance counts of --counts in turn, each as 'edabench run' does,
+until one fails the SLA (p99.9 over --sla), the CPU passes --saturation,
+a setting loses messages or --time-limit passes. Prints the table and the
+largest count that met the SLA, and writes sweep.json, sweep.csv and
+sweep.png into the directory --out; with --json, also the results as JSON
+on stdout (the table then goes to stderr).`,
+	examples: `  # the full sweep, services in event loops
+  edabench sweep --wait loop --run 15s --out results
+  # steadier on a noisy machine: the median of three runs
+  edabench sweep --runs 3 --verdict median --dir /dev/shm --out results`,
+	flags: sweepFlags,
+}
+
+func sweepFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error {
 	var s settings
 	s.register(fs)
-	counts := fs.String("counts", defaultCounts, "instance counts to try, in order")
+	counts := fs.String("counts", defaultCounts, "instance counts to try, in order (`LIST`)")
 	var v verdict
 	fs.DurationVar(&v.sla, "sla", 100*time.Millisecond, "p99.9 (corrected) a setting must stay under")
-	fs.StringVar(&v.over, "verdict", "all", "p99.9 judged over all runs pooled (all) or in the median run (median: steadier on a noisy machine; use an odd -runs)")
+	fs.StringVar(&v.over, "verdict", "all", "p99.9 judged over all runs pooled (all) or in the median run (median: steadier on a noisy machine; use an odd --runs)")
 	saturation := fs.Float64("saturation", 95, "stop once CPU exceeds this % of all cores")
 	timeLimit := fs.Duration("time-limit", 0, "stop the sweep after this long, even mid-setting (0: no limit)")
-	out := fs.String("out", ".", "directory for sweep.json, sweep.csv and sweep.png")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: edabench sweep [flags]\n\nexample: edabench sweep -wait park -run 15s -out results\n\nflags:")
-		fs.PrintDefaults()
+	out := fs.String("out", ".", "`DIR` for sweep.json, sweep.csv and sweep.png")
+	cliargs.Alias(fs, "o", "out")
+	asJSON := fs.Bool("json", false, "also print the results as JSON on stdout, as sweep.json holds them; the table goes to stderr")
+	return func(ctx context.Context, stdout, stderr io.Writer) error {
+		return sweep(ctx, s, v, *counts, *saturation, *timeLimit, *out, *asJSON, stdout, stderr)
 	}
-	if err := parse(fs, args); err != nil {
-		return err
+}
+
+func sweep(ctx context.Context, s settings, v verdict, counts string, saturation float64, timeLimit time.Duration, outDir string, asJSON bool, stdout, stderr io.Writer) error {
+	jsonOut := stdout
+	if asJSON {
+		stdout = stderr
 	}
 	if v.over != "all" && v.over != "median" {
-		return fmt.Errorf("-verdict %q: want all or median", v.over)
+		return usageErrorf("--verdict %q: want all or median", v.over)
 	}
-	list, err := parseCounts(*counts)
+	list, err := parseCounts(counts)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return fmt.Errorf("cannot use -out %s: %v", *out, err)
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return fmt.Errorf("cannot use --out %s: %v", outDir, err)
 	}
 	first, err := s.config(list[0], stderr)
 	if err != nil {
 		return err
 	}
-	describe(stdout, strings.Join(strings.Split(*counts, ","), ", ")+" instances in turn", first)
-	results, end := runSweep(ctx, s, v, list, *saturation, *timeLimit, stderr)
+	describe(stdout, strings.Join(strings.Split(counts, ","), ", ")+" instances in turn", first)
+	results, end := runSweep(ctx, s, v, list, saturation, timeLimit, stderr)
 	if len(results) > 0 {
 		writeTable(stdout, results, v)
 	}
 	writeSweepResult(stdout, results, end, v)
 	if len(results) > 0 {
-		if err := writeJSON(filepath.Join(*out, "sweep.json"), results); err != nil {
+		if err := writeJSON(filepath.Join(outDir, "sweep.json"), results); err != nil {
 			return err
 		}
-		if err := writeCSV(filepath.Join(*out, "sweep.csv"), results, v); err != nil {
+		if err := writeCSV(filepath.Join(outDir, "sweep.csv"), results, v); err != nil {
 			return err
 		}
-		if err := writeChart(filepath.Join(*out, "sweep.png"), results, v,
+		if err := writeChart(filepath.Join(outDir, "sweep.png"), results, v,
 			fmt.Sprintf("EDA chain on offmap queues: %s wait, %s", s.wait, placementText(first.Placement))); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "\nWrote %s, %s and %s\n", filepath.Join(*out, "sweep.json"), filepath.Join(*out, "sweep.csv"), filepath.Join(*out, "sweep.png"))
+		fmt.Fprintf(stdout, "\nWrote %s, %s and %s\n", filepath.Join(outDir, "sweep.json"), filepath.Join(outDir, "sweep.csv"), filepath.Join(outDir, "sweep.png"))
+	}
+	if asJSON {
+		if err := printJSON(jsonOut, results); err != nil {
+			return err
+		}
 	}
 	switch end.reason {
 	case stopLost:
@@ -275,6 +301,16 @@ func writeJSON(path string, rs []*eda.Result) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// printJSON prints rs on w as writeJSON writes them to a file.
+func printJSON(w io.Writer, rs []*eda.Result) error {
+	b, err := json.MarshalIndent(rs, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 func writeCSV(path string, rs []*eda.Result, v verdict) error {

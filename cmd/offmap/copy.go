@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/offmap"
 )
 
@@ -36,7 +37,7 @@ stderr shows a progress bar.`,
   # larger values from now on
   offmap copy --avg-value 64 --max-value 4096 clients.map clients-big.map
   # a map that may grow to 1 GiB at most
-  offmap copy --max-file-size 1073741824 clients.map clients-capped.map`,
+  offmap copy --max-file-size 1GiB clients.map clients-capped.map`,
 	run: runCopy,
 }
 
@@ -110,7 +111,7 @@ func runCopy(c *cli, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "copied %d entries from %s to %s: room for %d entries to start, %d segments, %s\n",
-		n, srcPath, dstPath, out.Capacity, out.Segments, humanBytes(out.FileSize))
+		n, srcPath, dstPath, out.Capacity, out.Segments, cliargs.FormatSize(out.FileSize))
 	return nil
 }
 

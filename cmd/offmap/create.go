@@ -1,6 +1,10 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/offmap/offmap/internal/cliargs"
+)
 
 var createCommand = command{
 	name:     "create",
@@ -19,13 +23,13 @@ refuses to overwrite an existing file.`,
 	examples: `  # a small map that grows as it fills
   offmap create new.map
   # a map that will hold a million 16-byte keys with 8-byte values
-  offmap create clients.map --entries 1000000 --avg-key 16 --avg-value 8
+  offmap create clients.map --entries 1e6 --avg-key 16 --avg-value 8
   # allow values of up to 64 KiB, readable by the group
-  offmap create blobs.map --entries 10000 --avg-key 32 --avg-value 2048 \
-      --max-value 65536 --mode 0640
+  offmap create blobs.map --entries 10000 --avg-key 32 --avg-value 2KiB \
+      --max-value 64KiB --mode 0640
   # a map whose file never grows past 16 MiB
   offmap create small.map --entries 1000 --avg-key 16 --avg-value 64 \
-      --max-file-size 16777216`,
+      --max-file-size 16MiB`,
 	run: runCreate,
 }
 
@@ -49,6 +53,6 @@ func runCreate(c *cli, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "created %s: room for %d entries to start, %d segments, %s (grows to at most %s)\n",
-		pos[0], st.Capacity, st.Segments, humanBytes(st.FileSize), humanBytes(st.MaxFileSize))
+		pos[0], st.Capacity, st.Segments, cliargs.FormatSize(st.FileSize), cliargs.FormatSize(st.MaxFileSize))
 	return nil
 }

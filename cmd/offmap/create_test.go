@@ -86,10 +86,11 @@ func TestCreateErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.map")
 	fails(t, 2, "--entries must be positive", "create", path, "--entries", "0", "--avg-key", "4", "--avg-value", "4")
-	fails(t, 2, "--avg-key must be positive", "create", path, "--entries", "10", "--avg-key", "-4", "--avg-value", "4")
-	fails(t, 2, "invalid value", "create", path, "--entries", "many", "--avg-key", "4", "--avg-value", "4")
+	fails(t, 2, "--avg-key must be positive", "create", path, "--entries", "10", "--avg-key", "0", "--avg-value", "4")
+	fails(t, 2, `invalid value "-4" for --avg-key: negative`, "create", path, "--entries", "10", "--avg-key", "-4", "--avg-value", "4")
+	fails(t, 2, `invalid value "many" for --entries`, "create", path, "--entries", "many", "--avg-key", "4", "--avg-value", "4")
 	fails(t, 2, "not an octal permission", "create", path, "--entries", "10", "--avg-key", "4", "--avg-value", "4", "--mode", "rw")
-	fails(t, 2, "flag provided but not defined: -size", "create", path, "--size", "10")
+	fails(t, 2, "unknown flag --size", "create", path, "--size", "10")
 	fails(t, 2, "wrong number of arguments", "create", "--entries", "10", "--avg-key", "4", "--avg-value", "4")
 	fails(t, 2, "invalid options: MaxKeySize 70000 exceeds 65535", "create", path, "--entries", "10", "--avg-key", "4", "--avg-value", "4", "--max-key", "70000")
 	if _, err := os.Stat(path); err == nil {
@@ -146,4 +147,26 @@ func TestTTLAndSweep(t *testing.T) {
 	if out := ok(t, "sweep", path); !strings.Contains(out, "5 expired entries deleted, 0 entries left") {
 		t.Errorf("sweep: %q", out)
 	}
+}
+
+// TestCreateSizeUnits: the size flags take binary and decimal units and
+// the counts take exponents, and create prints sizes in binary units.
+func TestCreateSizeUnits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "units.map")
+	out := ok(t, "create", path, "--entries", "2e3", "--avg-key", "16", "--avg-value", "0.5KiB",
+		"--max-value", "4kB", "--max-file-size", "256GiB")
+	if !strings.Contains(out, "room for 2000 entries to start") || !strings.HasSuffix(out, "(grows to at most 256.0 GiB)\n") {
+		t.Errorf("create printed %q", out)
+	}
+	st := statsOf(t, path)
+	if st.Capacity != 2000 || st.AverageValueSize != 512 || st.MaxValueSize != 4000 || st.MaxFileSize != 256<<30 {
+		t.Errorf("created %+v", st)
+	}
+	other := filepath.Join(t.TempDir(), "other.map")
+	ok(t, "create", other, "--entries", "1_000", "--max-file-size", "1G")
+	if st := statsOf(t, other); st.Capacity != 1000 || st.MaxFileSize != 1<<30 {
+		t.Errorf("created %+v", st)
+	}
+	fails(t, 2, `invalid value "1.5" for --entries: not a whole number`, "create", filepath.Join(t.TempDir(), "x.map"), "--entries", "1.5")
+	fails(t, 2, `invalid value "9EiB" for --max-file-size: too large`, "create", filepath.Join(t.TempDir(), "x.map"), "-max-file-size", "9EiB")
 }

@@ -58,7 +58,7 @@ func TestExitCodes(t *testing.T) {
 		{nil, 2, "offmap: no command given (see 'offmap help')"},
 		{[]string{"frobnicate", good}, 2, `offmap: unknown command "frobnicate"`},
 		{[]string{"get", good}, 2, "offmap: get: wrong number of arguments; usage: offmap get "},
-		{[]string{"put", "--bogus", good, "k", "v"}, 2, "offmap: put: flag provided but not defined: -bogus (see 'offmap put --help')"},
+		{[]string{"put", "--bogus", good, "k", "v"}, 2, "offmap: put: unknown flag --bogus (see 'offmap put --help')"},
 		{[]string{"get", "--hex", good, "zz"}, 2, `key "zz" is not hexadecimal`},
 		{[]string{"incr", good, "n", "lots"}, 2, `DELTA "lots" is not a 64-bit integer`},
 		{[]string{"create", filepath.Join(dir, "new.map"), "--entries", "0"}, 2, "--entries must be positive"},

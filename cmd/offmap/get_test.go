@@ -42,7 +42,7 @@ func TestGet(t *testing.T) {
 	fails(t, 2, "--hex and --int64 exclude each other", "get", "--hex", "--int64", path, "00")
 	fails(t, 2, "wrong number of arguments", "get", path)
 	fails(t, 2, "wrong number of arguments", "get", path, "a", "b")
-	fails(t, 2, "flag provided but not defined: -dash", "get", path, "-dash")
+	fails(t, 2, "unknown flag --dash", "get", path, "-dash")
 }
 
 func TestGetMissingFile(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/offmap"
 )
 
@@ -121,10 +122,10 @@ func runLoad(c *cli, args []string) error {
 	}
 	if created {
 		fmt.Fprintf(c.stdout, "created %s and loaded %d entries: room for %d entries to start, %d segments, %s\n",
-			path, n, st.Capacity, st.Segments, humanBytes(st.FileSize))
+			path, n, st.Capacity, st.Segments, cliargs.FormatSize(st.FileSize))
 	} else {
 		fmt.Fprintf(c.stdout, "loaded %d entries into %s: %d entries now, %d segments, %s\n",
-			n, path, st.Len, st.Segments, humanBytes(st.FileSize))
+			n, path, st.Len, st.Segments, cliargs.FormatSize(st.FileSize))
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func TestHelpWidth(t *testing.T) {
 		}
 	}
 	// A wrapped flag description goes on under the description column.
-	if !strings.Contains(helps["create"], "\n  --segments N         N independently locked segments (default: about one per\n                       1024 entries, at least 16)\n") {
+	if !strings.Contains(helps["create"], "\n  --segments N         N independently locked segments (default: about one per\n                       1024 entries, at least 16); 1e6 and 1_000_000 are\n                       accepted\n") {
 		t.Errorf("create --help:\n%s", helps["create"])
 	}
 }
@@ -59,7 +59,7 @@ func TestBadArguments(t *testing.T) {
 		r := offmapRun(t, nil, cmd.name)
 		oneErrorLine(t, r, 2, "offmap: "+cmd.name+": ")
 		r = offmapRun(t, nil, cmd.name, "--no-such-flag", "x")
-		oneErrorLine(t, r, 2, "flag provided but not defined: -no-such-flag (see 'offmap "+cmd.name+" --help')")
+		oneErrorLine(t, r, 2, "unknown flag --no-such-flag (see 'offmap "+cmd.name+" --help')")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/offmap"
 )
 
@@ -95,13 +96,13 @@ func (m *octalMode) Set(s string) error {
 }
 
 func (l *layout) define(fs *flag.FlagSet) {
-	fs.IntVar(&l.entries, "entries", 0, "the map starts with room for `N` entries, and grows past them (default 1024)")
-	fs.IntVar(&l.avgKey, "avg-key", 0, "`BYTES` per key on average (default 32)")
-	fs.IntVar(&l.avgValue, "avg-value", 0, "`BYTES` per value on average (default 64)")
-	fs.IntVar(&l.maxKey, "max-key", 0, "`BYTES` of the largest key (at most 65535; default max(8 x avg-key, 256))")
-	fs.IntVar(&l.maxValue, "max-value", 0, "`BYTES` of the largest value (default max(8 x avg-value, 256), or 4096 without --avg-value)")
-	fs.IntVar(&l.segments, "segments", 0, "`N` independently locked segments (default: about one per 1024 entries, at least 16)")
-	fs.Int64Var(&l.maxFileSize, "max-file-size", 0, "the file grows to at most `BYTES` (rounded down to a multiple of 65536, at least the starting size; default max(64 GiB, 4 x the starting size)); the map is full there")
+	cliargs.CountVar(fs, &l.entries, "entries", 0, "the map starts with room for `N` entries, and grows past them (default 1024)")
+	cliargs.IntSizeVar(fs, &l.avgKey, "avg-key", 0, "`BYTES` per key on average (default 32)")
+	cliargs.IntSizeVar(fs, &l.avgValue, "avg-value", 0, "`BYTES` per value on average (default 64)")
+	cliargs.IntSizeVar(fs, &l.maxKey, "max-key", 0, "`BYTES` of the largest key (at most 65535; default max(8 x avg-key, 256))")
+	cliargs.IntSizeVar(fs, &l.maxValue, "max-value", 0, "`BYTES` of the largest value (default max(8 x avg-value, 256), or 4096 without --avg-value)")
+	cliargs.CountVar(fs, &l.segments, "segments", 0, "`N` independently locked segments (default: about one per 1024 entries, at least 16)")
+	cliargs.SizeVar(fs, &l.maxFileSize, "max-file-size", 0, "the file grows to at most `BYTES` (rounded down to a multiple of 64 KiB, at least the starting size; default max(64 GiB, 4 x the starting size)); the map is full there")
 	fs.BoolVar(&l.checksums, "checksums", false, "keep a checksum in every entry, which verify and recover use to find entries a power cut tore")
 	fs.DurationVar(&l.ttl, "ttl", 0, "entries expire `DURATION` after each write (e.g. 30m); 'offmap sweep' reclaims them")
 	fs.BoolVar(&l.expiring, "expiring", false, "entries may expire (a time to live per write through the library), with no default --ttl")
@@ -118,7 +119,7 @@ func (l *layout) check(c *cli, fs *flag.FlagSet) error {
 		}
 		switch f.Name {
 		case "entries", "avg-key", "avg-value", "max-key", "max-value", "segments", "max-file-size":
-			if n, _ := strconv.ParseInt(f.Value.String(), 10, 64); n <= 0 {
+			if n, _ := f.Value.(flag.Getter).Get().(int64); n <= 0 {
 				err = c.usageError("--%s must be positive", f.Name)
 			}
 		}

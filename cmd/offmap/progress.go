@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/offmap/offmap/internal/cliargs"
 )
 
 // progress draws a one-line progress bar on a terminal: a bar when the
@@ -111,7 +113,7 @@ func (p *progress) draw(final bool) {
 		count := fmt.Sprintf("  %d %s", p.done, p.unit)
 		switch p.unit {
 		case "bytes":
-			count = "  " + humanBytes(p.done)
+			count = "  " + cliargs.FormatSize(p.done)
 		case "":
 			count = ""
 		}
@@ -130,21 +132,7 @@ func (p *progress) draw(final bool) {
 // fraction is "done/total unit".
 func (p *progress) fraction(done int64) string {
 	if p.unit == "bytes" {
-		return humanBytes(done) + "/" + humanBytes(p.total)
+		return cliargs.FormatSize(done) + "/" + cliargs.FormatSize(p.total)
 	}
 	return fmt.Sprintf("%d/%d %s", done, p.total, p.unit)
-}
-
-// humanBytes writes n bytes with a binary unit: 512 B, 1.5 KiB, 3.0 GiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/offmap/offmap/internal/cliargs"
 )
 
 // onTerminal runs offmap with stderr on a terminal (and stdout too if
@@ -47,7 +49,7 @@ func TestProgress(t *testing.T) {
 	if err := os.WriteFile(dump, []byte(ok(t, "dump", src)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	size := fmt.Sprint(humanBytes(fileSizeOf(t, dump)))
+	size := fmt.Sprint(cliargs.FormatSize(fileSizeOf(t, dump)))
 	for _, c := range []struct {
 		args []string
 		want []string

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/offmap"
 )
 
@@ -150,7 +151,7 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 		}
 		return fmt.Sprintf("%.1f%%", 100*a/b)
 	}
-	sized := func(n int64) string { return fmt.Sprintf("%d bytes (%s)", n, humanBytes(n)) }
+	sized := func(n int64) string { return fmt.Sprintf("%d bytes (%s)", n, cliargs.FormatSize(n)) }
 	fmt.Fprintf(w, "file           %s\n", st.Path)
 	sums := ""
 	if st.ChecksumEntries {
@@ -158,7 +159,7 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 	}
 	fmt.Fprintf(w, "format         version %d, created %s%s\n", st.FormatVersion, st.Created.Format(time.RFC3339), sums)
 	fmt.Fprintf(w, "file size      %s now, %s when created, at most %s\n",
-		sized(st.FileSize), humanBytes(st.StartFileSize), humanBytes(st.MaxFileSize))
+		sized(st.FileSize), cliargs.FormatSize(st.StartFileSize), cliargs.FormatSize(st.MaxFileSize))
 	growth := fmt.Sprintf("%d slot tables grown, %d extents added", st.TablesGrown, st.ExtentsAdded)
 	if st.UnusedBytes > 0 {
 		growth += fmt.Sprintf(", %s unused ('offmap copy' reclaims it)", sized(st.UnusedBytes))

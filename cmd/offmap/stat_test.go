@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/offmap/offmap/internal/cliargs"
 )
 
 func TestStat(t *testing.T) {
@@ -91,9 +93,9 @@ func TestStatGrowth(t *testing.T) {
 	out := ok(t, "stat", path)
 	for _, want := range []string{
 		fmt.Sprintf("file size      %d bytes (%s) now, %s when created, at most %s\n",
-			st.FileSize, humanBytes(st.FileSize), humanBytes(st.StartFileSize), humanBytes(st.MaxFileSize)),
+			st.FileSize, cliargs.FormatSize(st.FileSize), cliargs.FormatSize(st.StartFileSize), cliargs.FormatSize(st.MaxFileSize)),
 		fmt.Sprintf("growth         %d slot tables grown, %d extents added, %d bytes (%s) unused ('offmap copy' reclaims it)\n",
-			st.TablesGrown, st.ExtentsAdded, st.UnusedBytes, humanBytes(st.UnusedBytes)),
+			st.TablesGrown, st.ExtentsAdded, st.UnusedBytes, cliargs.FormatSize(st.UnusedBytes)),
 		"entries        5000, 0 detached\n",
 		"segment  entries  detached    slots  max entries  entry fill  extents  entry space",
 	} {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/offmap"
 )
 
@@ -57,6 +58,6 @@ func runUpgrade(c *cli, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "upgraded %s to format version %d: %d entries copied, room for %d entries to start, %d segments, %s (grows to at most %s)\n",
-		path, st.FormatVersion, n, st.Capacity, st.Segments, humanBytes(st.FileSize), humanBytes(st.MaxFileSize))
+		path, st.FormatVersion, n, st.Capacity, st.Segments, cliargs.FormatSize(st.FileSize), cliargs.FormatSize(st.MaxFileSize))
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/queue"
 )
 
@@ -101,10 +103,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"help", "frobnicate"}, 2, `offqueue: unknown command "frobnicate"`},
 		{[]string{"dump"}, 2, "offqueue: dump: wrong number of arguments; usage: offqueue dump "},
 		{[]string{"verify", good, good}, 2, "offqueue: verify: wrong number of arguments"},
-		{[]string{"stats", "--bogus", good}, 2, "offqueue: stats: flag provided but not defined: -bogus (see 'offqueue stats --help')"},
+		{[]string{"stats", "--bogus", good}, 2, "offqueue: stats: unknown flag --bogus (see 'offqueue stats --help')"},
 		{[]string{"dump", "--from", "yesterday", good}, 2, `offqueue: dump: --from "yesterday" is not start, end or an index CYCLE:SEQ`},
-		{[]string{"dump", "-n", "-3", good}, 2, "offqueue: dump: -n must not be negative"},
-		{[]string{"dump", "-n"}, 2, "offqueue: dump: flag needs an argument: -n"},
+		{[]string{"dump", "-n", "-3", good}, 2, `offqueue: dump: invalid value "-3" for -n: negative (see 'offqueue dump --help')`},
+		{[]string{"dump", "-n"}, 2, "offqueue: dump: flag -n needs a value"},
 		// Missing, not a directory, not a queue: never created.
 		{[]string{"dump", missing}, 2, missing + ": no such directory"},
 		{[]string{"stats", missing}, 2, missing + ": no such directory"},
@@ -313,10 +315,13 @@ func TestStatsJSON(t *testing.T) {
 			t.Errorf("tailer %q acknowledged up to %v", tl.Name, tl.AckedUpTo)
 		}
 	}
-	// The text form says the same.
+	// The text form says the same, with sizes in binary units.
 	text, _, _ := offqueue(t, "", "stats", q)
 	for _, want := range []string{
 		"created    " + st.Created.Format(time.RFC3339) + "\n",
+		"max cycle  4.0 GiB\n",
+		"writers    none\n",
+		fmt.Sprintf(" 3 messages %11s used %11s file  open\n", cliargs.FormatSize(c.BytesUsed), cliargs.FormatSize(c.FileSize)),
 		"tailer     billing: acknowledged up to 0:1\n",
 		"tailer     audit: nothing acknowledged\n",
 		"messages   3\n",
@@ -324,6 +329,31 @@ func TestStatsJSON(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("stats lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// TestStatsWriters: the text form lists the writers' pids; JSON keeps
+// the numbers.
+func TestStatsWriters(t *testing.T) {
+	q := newQueue(t, "a\n")
+	lib, err := queue.Open(q, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	if _, err := lib.Append([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	text, errOut, code := offqueue(t, "", "stats", q)
+	if want := fmt.Sprintf("writers    1 (pid %d)\n", os.Getpid()); code != 0 || !strings.Contains(text, want) {
+		t.Fatalf("stats: exit %d, %q; want %q in\n%s", code, errOut, want, text)
+	}
+	out, _, _ := offqueue(t, "", "stats", "--json", q)
+	var st struct {
+		Writers []int `json:"writers"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Writers) != 1 || st.Writers[0] != os.Getpid() {
+		t.Fatalf("stats --json: writers %v, %v", st.Writers, err)
 	}
 }
 
@@ -430,7 +460,7 @@ func TestDumpSkip(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"length":11,"payload":"abcdefhello"`) {
 		t.Fatalf("dump --json --skip 10: exit %d, %q", code, out)
 	}
-	if _, errOut, code := offqueue(t, "", "dump", "--skip", "-1", q); code != 2 || !strings.Contains(errOut, "not a number of bytes") {
+	if _, errOut, code := offqueue(t, "", "dump", "--skip", "-1", q); code != 2 || !strings.Contains(errOut, `invalid value "-1" for --skip: negative`) {
 		t.Fatalf("dump --skip -1: exit %d, %q", code, errOut)
 	}
 }

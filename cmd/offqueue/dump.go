@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/queue"
 )
 
@@ -117,14 +118,7 @@ func (f *msgFormat) define(fs *flag.FlagSet) {
 		f.layout = l
 		return err
 	})
-	fs.Func("skip", "drop the first `BYTES` of each message before printing it (16: the frame of a queue that 'offrepl ingest' writes)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("--skip %q: not a number of bytes", v)
-		}
-		f.skip = n
-		return nil
-	})
+	cliargs.IntSizeVar(fs, &f.skip, "skip", 0, "drop the first `BYTES` of each message before printing it (16: the frame of a queue that 'offrepl ingest' writes)")
 }
 
 func runDump(c *cli, args []string) error {
@@ -132,8 +126,8 @@ func runDump(c *cli, args []string) error {
 	var f msgFormat
 	f.define(fs)
 	from := fs.String("from", "start", "start, end or an `INDEX` CYCLE:SEQ")
-	last := fs.Int("last", 0, "start at the last `N` messages instead")
-	count := fs.Int("n", 0, "print at most `COUNT` messages (0: all)")
+	last := cliargs.Count(fs, "last", 0, "start at the last `N` messages instead")
+	count := cliargs.Count(fs, "n", 0, "print at most `COUNT` messages (0: all)")
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -176,7 +170,7 @@ func runFollow(c *cli, args []string) error {
 	var f msgFormat
 	f.define(fs)
 	from := fs.String("from", "end", "start, end or an `INDEX` CYCLE:SEQ")
-	last := fs.Int("n", 0, "first print the last `N` messages, as tail -n does")
+	last := cliargs.Count(fs, "n", 0, "first print the last `N` messages, as tail -n does")
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
 		return err

@@ -184,8 +184,8 @@ func (c *cli) flags() *flag.FlagSet {
 // after the arguments; "--" ends them. An argument that looks like a
 // negative number ("-5") is positional.
 func (c *cli) parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
-	flags, pos := cliargs.Split(fs, args)
-	if err := fs.Parse(flags); err != nil {
+	pos, err := cliargs.Parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			writeHelp(c.stdout, c.cmd, fs)
 			return nil, errHelpShown

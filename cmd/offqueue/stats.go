@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/queue"
 )
 
@@ -18,10 +20,11 @@ var statsCommand = command{
 	summary:  "show the queue's settings, cycle files, writers and named tailers",
 	help: `Stats prints the queue's settings (format version, roll cycle, index
 spacing, the size limit of a cycle file, when it was created, in RFC 3339
-and UTC), the processes holding writer leases, how many processes watch
-for appends, one line per cycle file (its CYCLE number, messages, bytes
-used, file size, and whether it is open, sealed or unreadable), the total
-message count, and how far each named tailer has acknowledged.
+and UTC), the processes holding writer leases (how many, and their pids),
+how many processes watch for appends, one line per cycle file (its CYCLE
+number, messages, bytes used, file size, and whether it is open, sealed
+or unreadable), the total message count, and how far each named tailer
+has acknowledged. Sizes are in binary units (KiB, MiB, GiB).
 
 With --json it prints the same as one JSON object. It opens the queue
 read-only and changes nothing. When a cycle file or a named-tailer slot
@@ -93,16 +96,16 @@ func runStats(c *cli, args []string) error {
 		return damaged(st)
 	}
 	w := c.stdout
-	fmt.Fprintf(w, "queue      %s\nformat     %d\nroll       %s\nspacing    %d\nmax cycle  %d bytes\ncreated    %s\n",
-		out.Dir, out.FormatVersion, out.Roll, out.IndexSpacing, out.MaxCycleSize, out.Created.Format(time.RFC3339))
-	fmt.Fprintf(w, "writers    %v\nwatchers   %d\n", out.Writers, out.Watchers)
+	fmt.Fprintf(w, "queue      %s\nformat     %d\nroll       %s\nspacing    %d\nmax cycle  %s\ncreated    %s\n",
+		out.Dir, out.FormatVersion, out.Roll, out.IndexSpacing, cliargs.FormatSize(out.MaxCycleSize), out.Created.Format(time.RFC3339))
+	fmt.Fprintf(w, "writers    %s\nwatchers   %d\n", writersText(out.Writers), out.Watchers)
 	fmt.Fprintf(w, "cycles     %d\n", len(out.Cycles))
 	for _, c := range out.Cycles {
 		state := c.State
 		if c.Error != "" {
 			state = "error: " + c.Error
 		}
-		fmt.Fprintf(w, "  %-10d %10d messages %12d bytes used %12d file  %s\n", c.Cycle, c.Messages, c.BytesUsed, c.FileSize, state)
+		fmt.Fprintf(w, "  %-10d %10d messages %11s used %11s file  %s\n", c.Cycle, c.Messages, cliargs.FormatSize(c.BytesUsed), cliargs.FormatSize(c.FileSize), state)
 	}
 	fmt.Fprintf(w, "messages   %d\n", out.Messages)
 	for _, t := range out.Tailers {
@@ -117,6 +120,22 @@ func runStats(c *cli, args []string) error {
 		fmt.Fprintf(w, "tailer     %s: %s\n", t.Name, pos)
 	}
 	return damaged(st)
+}
+
+// writersText is the writers line: none, 1 (pid 4711), 2 (pids 4711, 4712).
+func writersText(pids []int) string {
+	if len(pids) == 0 {
+		return "none"
+	}
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	word := "pid"
+	if len(pids) > 1 {
+		word = "pids"
+	}
+	return fmt.Sprintf("%d (%s %s)", len(pids), word, strings.Join(s, ", "))
 }
 
 // damaged ends stats with status 2, as a read error, when a part of the queue could not be

@@ -1,5 +1,7 @@
-// Package cliargs holds what the offmap and offqueue commands share in
-// reading a command line and printing its help, so that the two agree.
+// Package cliargs holds what the commands (offmap, offqueue, edabench,
+// offrepl) share in reading a command line, reading sizes and counts,
+// printing sizes and printing their help, so that they agree
+// (docs/CLI.md).
 package cliargs
 
 import (
@@ -49,26 +51,47 @@ const HelpWidth = 80
 // WriteFlags prints the "flags:" part of a command's --help, if it has
 // flags: one-letter flags with one dash, others with two, each
 // description wrapped at word boundaries within HelpWidth columns.
+//
+// A flag that Alias defined is shown on its long form's line:
+// "-o, --out FILE".
 func WriteFlags(w io.Writer, fs *flag.FlagSet) {
+	short := map[string]string{} // long name: its alias
+	fs.VisitAll(func(f *flag.Flag) {
+		if long, ok := strings.CutPrefix(f.Usage, aliasUsage); ok {
+			short[long] = f.Name
+		}
+	})
 	first := true
 	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, aliasUsage) {
+			return // shown with its long form
+		}
 		if first {
 			fmt.Fprint(w, "\nflags:\n")
 			first = false
 		}
 		arg, usage := flag.UnquoteUsage(f)
-		name := "--" + f.Name
-		if len(f.Name) == 1 {
-			name = "-" + f.Name
+		name := FlagName(f.Name)
+		if alias, ok := short[f.Name]; ok {
+			name = FlagName(alias) + ", " + name
 		}
 		if arg != "" {
 			name += " " + arg
 		}
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
 			usage += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
 		writeFlag(w, name, usage)
 	})
+}
+
+// aliasUsage marks a flag that Alias defined.
+const aliasUsage = "\x00alias of "
+
+// Alias defines the one-letter flag short as another name of the flag
+// long, which fs must already define: "-o FILE" is "--out FILE".
+func Alias(fs *flag.FlagSet, short, long string) {
+	fs.Var(fs.Lookup(long).Value, short, aliasUsage+long)
 }
 
 func writeFlag(w io.Writer, name, usage string) {
@@ -90,7 +113,7 @@ func writeFlag(w io.Writer, name, usage string) {
 	fmt.Fprintln(w, line)
 }
 
-// The exit statuses of both tools (docs/CLI.md).
+// The exit statuses of the tools (docs/CLI.md).
 const (
 	ExitOK       = 0
 	ExitNegative = 1 // a key is absent, problems were found

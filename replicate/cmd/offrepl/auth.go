@@ -21,6 +21,7 @@ type authFlags struct {
 	creds, user, passwordFile, sasl string
 	useTLS                          bool
 	tlsCA, tlsCert, tlsKey          string
+	nats                            *natsDialer // set by natsOptions
 }
 
 func (a *authFlags) define(fs *flag.FlagSet) {
@@ -35,13 +36,15 @@ func (a *authFlags) define(fs *flag.FlagSet) {
 }
 
 // natsOptions returns the nats.Options for the flags: credentials, user
-// and password, TLS.
-func (a *authFlags) natsOptions() ([]nats.Option, error) {
+// and password, TLS, and a dialer that keeps why the servers at urls
+// could not be reached (a.nats).
+func (a *authFlags) natsOptions(urls string) ([]nats.Option, error) {
 	password, tlsConfig, err := a.load()
 	if err != nil {
 		return nil, err
 	}
-	var opts []nats.Option
+	a.nats = newNATSDialer(urls)
+	opts := []nats.Option{nats.SetCustomDialer(a.nats)}
 	if a.creds != "" {
 		opts = append(opts, nats.UserCredentials(a.creds))
 	}

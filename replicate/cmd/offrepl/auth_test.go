@@ -26,11 +26,11 @@ func TestAuthFlags(t *testing.T) {
 	if opts, err := a.kafkaOptions(); err != nil || len(opts) != 2 {
 		t.Fatalf("kafkaOptions: %d options, %v; want SASL and TLS", len(opts), err)
 	}
-	if opts, err := (&authFlags{creds: "x.creds", user: "u"}).natsOptions(); err != nil || len(opts) != 2 {
-		t.Fatalf("natsOptions: %d options, %v; want credentials and user", len(opts), err)
+	if opts, err := (&authFlags{creds: "x.creds", user: "u"}).natsOptions("nats://x"); err != nil || len(opts) != 3 {
+		t.Fatalf("natsOptions: %d options, %v; want the dialer, credentials and user", len(opts), err)
 	}
-	if opts, err := (&authFlags{}).natsOptions(); err != nil || len(opts) != 0 {
-		t.Fatalf("no flags: %d options, %v", len(opts), err)
+	if opts, err := (&authFlags{}).natsOptions("nats://x"); err != nil || len(opts) != 1 {
+		t.Fatalf("no flags: %d options, %v; want the dialer alone", len(opts), err)
 	}
 	for _, c := range []struct {
 		flags authFlags

@@ -80,7 +80,7 @@ func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 		if err != nil {
 			return err
 		}
-		report("started: " + in.Progress().String())
+		report("started: " + f.nats.withWaiting(in.Progress().String()))
 		runCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		ran := make(chan error, 1)
@@ -88,7 +88,7 @@ func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 		for {
 			select {
 			case <-tick:
-				report(in.Progress().String())
+				report(f.nats.withWaiting(in.Progress().String()))
 			case err := <-ran:
 				if cerr := in.Close(); err == nil {
 					err = cerr
@@ -105,7 +105,9 @@ func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 // config turns the flags into an ingest.Config.
 func (f *ingestFlags) config() (ingest.Config, error) {
 	cfg := ingest.Config{Dir: f.dir, AllowGaps: f.allowGaps, RetryMin: f.retryMin, RetryMax: f.retryMax,
-		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }}
+		Logf: func(format string, args ...any) {
+			fmt.Fprintln(os.Stderr, time.Now().Format(time.TimeOnly)+" ingest: "+message(f.nats.withWaiting(fmt.Sprintf(format, args...))))
+		}}
 	if f.dir == "" {
 		return cfg, errors.New("--queue is required")
 	}
@@ -132,7 +134,7 @@ func (f *ingestFlags) config() (ingest.Config, error) {
 		if f.topic != "" || f.sasl != "" {
 			return cfg, errors.New("--topic and --sasl are for --kafka")
 		}
-		opts, err := f.natsOptions()
+		opts, err := f.natsOptions(f.natsURLs)
 		if err != nil {
 			return cfg, err
 		}

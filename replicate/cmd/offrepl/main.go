@@ -83,7 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	config := fs.String("config", "", "read flags from `FILE` (\"name value\" per line); the command line wins")
 	progress := fs.Duration("progress", 5*time.Second, "print progress and lag every `INTERVAL` (0: never)")
 	job := cmd.setup(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	pos, err := cliargs.Parse(fs, args[1:])
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			writeHelp(stdout, cmd, fs)
 			return cliargs.ExitOK
@@ -91,8 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "offrepl: %s: %v (see 'offrepl %s --help')\n", cmd.name, err, cmd.name)
 		return cliargs.ExitError
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "offrepl: %s: unexpected argument %q (see 'offrepl %s --help')\n", cmd.name, fs.Arg(0), cmd.name)
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "offrepl: %s: unexpected argument %q (see 'offrepl %s --help')\n", cmd.name, pos[0], cmd.name)
 		return cliargs.ExitError
 	}
 	if *config != "" {
@@ -108,10 +109,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tick = t.C
 	}
 	report := func(line string) {
-		fmt.Fprintf(stdout, "%s %s: %s\n", time.Now().Format(time.TimeOnly), cmd.name, line)
+		fmt.Fprintf(stdout, "%s %s: %s\n", time.Now().Format(time.TimeOnly), cmd.name, message(line))
 	}
 	if err := job(ctx, tick, report); err != nil {
-		fmt.Fprintf(stderr, "offrepl: %s: %v\n", cmd.name, err)
+		fmt.Fprintf(stderr, "offrepl: %s: %s\n", cmd.name, message(err.Error()))
 		return cliargs.ExitError
 	}
 	return cliargs.ExitOK

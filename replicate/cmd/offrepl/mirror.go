@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/replicate/mirror"
 )
 
@@ -77,7 +78,7 @@ func mirrorSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 	fs.StringVar(&f.topic, "topic", "", "the Kafka `TOPIC`")
 	fs.IntVar(&f.partition, "partition", 0, "the topic's `PARTITION`")
 	fs.StringVar(&f.txnID, "transactional-id", "", "the Kafka producer's transactional `ID` (default offmap-mirror/SOURCE/TOPIC/PARTITION)")
-	fs.IntVar(&f.window, "window", 8192, "messages in flight (for Kafka, per transaction): `N`")
+	cliargs.CountVar(fs, &f.window, "window", 8192, "messages in flight (for Kafka, per transaction): `N`")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "wait for the engine at most `INTERVAL` before retrying")
 	fs.DurationVar(&f.retryMin, "retry-min", 100*time.Millisecond, "first back-off `INTERVAL` after a failure")
 	fs.DurationVar(&f.retryMax, "retry-max", 5*time.Second, "longest back-off `INTERVAL`")
@@ -93,7 +94,7 @@ func mirrorSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 		for {
 			select {
 			case <-tick:
-				report(mirrorLine(m.Progress()))
+				report(f.nats.withWaiting(mirrorLine(m.Progress())))
 			case err := <-ran:
 				if err == nil {
 					report("stopped: " + mirrorLine(m.Progress()))
@@ -132,7 +133,9 @@ func (f *mirrorFlags) mirror(ctx context.Context, report func(string)) (*mirror.
 	cfg := mirror.Config{
 		Dir: f.dir, TailerName: f.name, SourceID: f.source,
 		MaxInFlight: f.window, Timeout: f.timeout, RetryMin: f.retryMin, RetryMax: f.retryMax,
-		OnError: func(err error) { fmt.Fprintf(os.Stderr, "%s mirror: %v\n", time.Now().Format(time.TimeOnly), err) },
+		OnError: func(err error) {
+			fmt.Fprintf(os.Stderr, "%s mirror: %s\n", time.Now().Format(time.TimeOnly), message(f.nats.withWaiting(err.Error())))
+		},
 	}
 	switch {
 	case (f.natsURLs == "") == (f.kafkaSeeds == ""):
@@ -147,7 +150,7 @@ func (f *mirrorFlags) mirror(ctx context.Context, report func(string)) (*mirror.
 		if f.replicas < 1 {
 			return nil, fmt.Errorf("--replicas %d: want 1 or more", f.replicas)
 		}
-		opts, err := f.natsOptions()
+		opts, err := f.natsOptions(f.natsURLs)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +191,11 @@ func (f *mirrorFlags) ensureStream(ctx context.Context, t mirror.JetStream, repo
 		if err == nil || errors.As(err, &apiErr) {
 			return err == nil, err
 		}
-		report("waiting for NATS: " + err.Error())
+		if w := f.nats.waiting(); w != "" {
+			report(w)
+		} else {
+			report("waiting for NATS at " + t.URLs + ": " + err.Error())
+		}
 		select {
 		case <-ctx.Done():
 			return false, nil

@@ -54,7 +54,7 @@ func TestMirrorUsageErrors(t *testing.T) {
 		{[]string{"--queue", dir, "--source", "a", "--kafka", "k:9092"}, "--kafka needs --topic"},
 		{[]string{"--queue", dir, "--source", "a", "--kafka", "k:9092", "--topic", "t", "--sasl", "md5"}, `--sasl "md5"`},
 		{[]string{"--queue", dir, "--source", "a", "--kafka", "k:9092", "--topic", "t", "--partition", "-1"}, "invalid configuration"},
-		{[]string{"--queue", dir, "--source", "a", "--kafka", "k:9092", "--topic", "t", "--window", "-1"}, "invalid configuration"},
+		{[]string{"--queue", dir, "--source", "a", "--kafka", "k:9092", "--topic", "t", "--window", "-1"}, `invalid value "-1" for --window: negative`},
 		{[]string{"--queue", dir, "--source", "a", "--kafka", "k:9092", "--topic", "t", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 	} {
 		var out, errOut bytes.Buffer

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/offmap"
 	"github.com/offmap/offmap/replicate/replica"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -86,12 +87,12 @@ type replicaFlags struct {
 func replicaSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
 	f := &replicaFlags{}
 	fs.StringVar(&f.path, "map", "", "the local map `FILE` (created if missing)")
-	fs.IntVar(&f.entries, "entries", 100_000, "entries a new map starts with room for (`N`; it grows)")
-	fs.IntVar(&f.avgKey, "avg-key", 32, "average key size of a new map, in `BYTES`")
-	fs.IntVar(&f.avgValue, "avg-value", 256, "average value size of a new map, in `BYTES`")
-	fs.IntVar(&f.maxKey, "max-key", 0, "largest key of a new map, in `BYTES` (default: max(8 x average, 256))")
-	fs.IntVar(&f.maxValue, "max-value", 0, "largest value of a new map, in `BYTES` (default: max(8 x average, 256)); also a new bucket's limit")
-	fs.Int64Var(&f.maxFileSize, "max-file-size", 0, "largest a new map may grow, in `BYTES` (default 64 GiB)")
+	cliargs.CountVar(fs, &f.entries, "entries", 100_000, "entries a new map starts with room for (`N`; it grows)")
+	cliargs.IntSizeVar(fs, &f.avgKey, "avg-key", 32, "average key size of a new map, in `BYTES`")
+	cliargs.IntSizeVar(fs, &f.avgValue, "avg-value", 256, "average value size of a new map, in `BYTES`")
+	cliargs.IntSizeVar(fs, &f.maxKey, "max-key", 0, "largest key of a new map, in `BYTES` (default: max(8 x average, 256))")
+	cliargs.IntSizeVar(fs, &f.maxValue, "max-value", 0, "largest value of a new map, in `BYTES` (default: max(8 x average, 256)); also a new bucket's limit")
+	cliargs.SizeVar(fs, &f.maxFileSize, "max-file-size", 0, "largest a new map may grow, in `BYTES` (default 64 GiB)")
 	fs.BoolVar(&f.expiring, "expiring", false, "a new map's entries expire when the bucket expires them (its TTL, a key's own TTL), even before the server's marker comes")
 	fs.StringVar(&f.natsURLs, "nats", "", "JetStream server `URLS`, comma-separated")
 	fs.StringVar(&f.bucket, "bucket", "", "the key-value bucket's `NAME`")
@@ -141,13 +142,15 @@ func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report fu
 	cfg := replica.Config{
 		Resync: f.resync, TakeOver: f.takeOver, PollInterval: f.poll, Timeout: f.timeout,
 		MinBackoff: f.retryMin, MaxBackoff: f.retryMax,
-		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+		Logf: func(format string, args ...any) {
+			fmt.Fprintln(os.Stderr, time.Now().Format(time.TimeOnly)+" replica: "+message(f.nats.withWaiting(fmt.Sprintf(format, args...))))
+		},
 	}
 
 	var r *replica.Replica
 	var ensure func(context.Context) (string, error) // creates the bucket or topic if missing
 	if f.natsURLs != "" {
-		auth, err := f.natsOptions()
+		auth, err := f.natsOptions(f.natsURLs)
 		if err != nil {
 			return err
 		}
@@ -177,7 +180,7 @@ func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report fu
 		ensure = func(ctx context.Context) (string, error) { return f.ensureTopic(ctx, kopts) }
 	}
 	defer r.Close()
-	report("started: " + replicaLine(r.Progress()))
+	report("started: " + f.nats.withWaiting(replicaLine(r.Progress())))
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -207,7 +210,7 @@ func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report fu
 				report(what)
 			}
 		case <-tick:
-			report(replicaLine(r.Progress()))
+			report(f.nats.withWaiting(replicaLine(r.Progress())))
 		case err := <-ran:
 			stop()
 			if cerr := r.Close(); err == nil {
