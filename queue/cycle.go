@@ -326,6 +326,11 @@ func (c *cycle) grow(need int64) ([]byte, error) {
 	}
 	c.growMu.Lock()
 	defer c.growMu.Unlock()
+	// Again under growMu, just before the file grows: a truncation since
+	// refresh looked must not be hidden by growing the file back.
+	if err := c.checkSize(); err != nil {
+		return c.mem(), err
+	}
 	block := int64(c.q.opts.BlockSize)
 	size := min((need+block-1)/block*block, c.q.meta.MaxCycleSize)
 	if err := shm.Preallocate(c.f, size); err != nil {

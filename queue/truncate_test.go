@@ -46,6 +46,12 @@ func TestTruncatedWhileOpen(t *testing.T) {
 		}
 	}
 	cut := (end() + 8 + pageSize - 1) &^ (pageSize - 1)
+	// The pretoucher grows the file ahead of the appends on its own
+	// thread: let it finish, so that the cut below comes after its last
+	// growth, as a truncation by another process would.
+	for w.wcur.Load().ahead.Load() {
+		time.Sleep(time.Millisecond)
+	}
 
 	ro := open(Options{ReadOnly: true})
 	rw := open(Options{})
