@@ -16,8 +16,21 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"unicode"
 )
+
+// Test fails t with every problem Problems finds in the package in dir.
+func Test(t testing.TB, dir string) {
+	t.Helper()
+	problems, err := Problems(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Errorf("the documentation names what callers cannot see:\n%s", strings.Join(problems, "\n"))
+	}
+}
 
 // Problems parses the package in dir (its non-test files, for every
 // platform) and returns one line for each place where the documentation
