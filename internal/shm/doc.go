@@ -62,25 +62,24 @@
 // as alive: the waiter waits, up to its timeout, and never takes over.
 //
 // Alternatives, measured with BenchmarkAlive (go test -run '^$' -bench
-// Alive -count 5 ./internal/shm, median of 5) on the 2-vCPU VM of
-// docs/BENCHMARKS.md, 2026-12-02 14:17 UTC, while other test runs kept
-// the load average at 6 to 7, so compare them as ratios:
+// Alive -count 5 ./internal/shm, median of 5, one run) on the 2-vCPU VM
+// of docs/BENCHMARKS.md, otherwise idle, 2026-12-02 15:22 UTC:
 //
 //   - pid + start time from /proc/PID/stat, the design before: wrong
 //     wherever the waiter cannot see the holder in /proc (another pid
 //     namespace, hidepid=2, no /proc), where a live holder looked dead
-//     within 20 ms; and 62.7 us a check, 16x the chosen one. Adding the
+//     within 20 ms; and 24.9 us a check, 13x the chosen one. Adding the
 //     pid namespace's inode to the token tells only that the namespaces
 //     differ, not whether the holder lives: such a holder could only be
 //     waited for forever.
 //   - flock on a file of each process's own (NAME.live/TOKEN): right
 //     across namespaces too, but a check opens a file, tries its lock and
-//     closes it (8.7 us, 2.2x), a dead process leaves its file behind for
+//     closes it (5.9 us, 3.2x), a dead process leaves its file behind for
 //     someone to delete, and the directory must be writable by every
 //     user.
-//   - an OFD lock on the shared file itself: 3.96 us a check (1.6 us on
-//     an idle machine), no other file, nothing left behind, and a reader
-//     with a read-only descriptor can ask too. Chosen.
+//   - an OFD lock on the shared file itself: 1.86 us a check, no other
+//     file, nothing left behind, and a reader with a read-only descriptor
+//     can ask too. Chosen.
 //
 // Limits. OFD locks are Linux's (3.15 and later). A process whose file
 // description outlives it (a child forked without exec that keeps the
