@@ -37,7 +37,11 @@ type TailerStats struct {
 	Name  string
 	Acked uint64 // index after the last acknowledged message
 	Any   bool   // false: nothing acknowledged yet
-	Err   error  // the slot is damaged: Name and Acked mean nothing
+	// Lag is the number of messages after Acked (after the start of the
+	// queue when nothing was acknowledged), as Queue.Count counts them;
+	// -1 when it could not be counted.
+	Lag int64
+	Err error // the slot is damaged: Name, Acked and Lag mean nothing
 }
 
 // Stats returns the queue's layout and the fill of its cycle files. It
@@ -60,6 +64,7 @@ func (q *Queue) Stats() (Stats, error) {
 			st.Writers = append(st.Writers, shm.Token(tok).PID())
 		}
 	}
+	var err error
 	for i := 0; i < maxNamedTailers; i++ {
 		n := q.tailerWord(i, 0).Load()
 		if n == 0 {
@@ -70,6 +75,15 @@ func (q *Queue) Stats() (Stats, error) {
 		ts := TailerStats{Name: string(name), Acked: max(acked, 1) - 1, Any: acked != 0}
 		if !ok {
 			ts = TailerStats{Err: fmt.Errorf("%w: %s: named tailer %d has a name of %d bytes", ErrCorrupt, metaName, i, n)}
+		}
+		if ok {
+			from := uint64(0)
+			if ts.Any {
+				from = ts.Acked
+			}
+			if ts.Lag, err = q.Count(from, maxIndex); err != nil {
+				ts.Lag = -1
+			}
 		}
 		st.Tailers = append(st.Tailers, ts)
 	}
