@@ -46,8 +46,8 @@ func (q *Queue) Count(from, to uint64) (int64, error) {
 	}
 	var n int64
 	for _, c := range cs {
-		if c < fc || c > tc {
-			continue
+		if c < fc || c > tc || Index(c, 0) >= to {
+			continue // outside the range: not read
 		}
 		k, err := q.countIn(c, from, to)
 		if err != nil {
@@ -79,12 +79,18 @@ func (c *cycle) countRange(from, to uint64) (int64, error) {
 	if err != nil && err != errEOF {
 		return 0, err
 	}
-	lo := max(from, Index(c.num, 0))
-	hi := min(to, Index(c.num, end))
+	return seqsIn(c.num, end, from, to), nil
+}
+
+// seqsIn counts the indexes in [from, to) of a cycle n whose slots end at
+// sequence number end.
+func seqsIn(n, end uint32, from, to uint64) int64 {
+	lo := max(from, Index(n, 0))
+	hi := min(to, Index(n, end))
 	if hi <= lo {
-		return 0, nil
+		return 0
 	}
-	return int64(hi - lo), nil
+	return int64(hi - lo)
 }
 
 // Lag returns the number of messages after the tailer's position (the

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -267,4 +268,61 @@ func TestStatsLag(t *testing.T) {
 		t.Fatal(err)
 	}
 	lags(76, 1)
+}
+
+// TestCountDamaged: a cycle file whose slots cannot be walked to their end
+// (a message length past the file) fails Count over it, and Stats gives
+// the named tailers a lag of -1; the cycles after it still count.
+func TestCountDamaged(t *testing.T) {
+	dir := t.TempDir()
+	files := makeCycles(t, dir, 3, 10, zeros)
+	q0, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q0.NamedTailer("a"); err != nil {
+		t.Fatal(err)
+	}
+	q0.Close()
+	// The length of the middle cycle's first message, past the file.
+	pad := readWord(t, files[1], dataStart) & lenMask
+	first := dataStart + slotSize(pad)
+	writeWord(t, files[1], first, readWord(t, files[1], first)|lenMask)
+
+	q, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	cs, err := q.Cycles()
+	if err != nil || len(cs) != 3 {
+		t.Fatalf("cycles %v %v", cs, err)
+	}
+	if _, err := q.Count(0, math.MaxUint64); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Count over the damaged cycle: %v", err)
+	}
+	if n, err := q.Count(Index(cs[0], 0), Index(cs[1], 0)); n != 10 || err != nil {
+		t.Fatalf("Count before the damaged cycle: %d %v", n, err)
+	}
+	if n, err := q.Count(Index(cs[2], 3), math.MaxUint64); n != 7 || err != nil {
+		t.Fatalf("Count after the damaged cycle: %d %v", n, err)
+	}
+	st, err := q.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Tailers) != 1 || st.Tailers[0].Lag != -1 || st.Tailers[0].Err != nil {
+		t.Fatalf("Stats tailers %+v, want a lag of -1", st.Tailers)
+	}
+	tl := tailerT(t, q)
+	defer tl.Close()
+	if _, err := tl.Lag(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Lag of a tailer before the damaged cycle: %v", err)
+	}
+	if err := tl.Seek(Index(cs[2], 4)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tl.Lag(); n != 6 || err != nil {
+		t.Fatalf("Lag of a tailer after the damaged cycle: %d %v", n, err)
+	}
 }

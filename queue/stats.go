@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -38,8 +40,9 @@ type TailerStats struct {
 	Acked uint64 // index after the last acknowledged message
 	Any   bool   // false: nothing acknowledged yet
 	// Lag is the number of messages after Acked (after the start of the
-	// queue when nothing was acknowledged), as Queue.Count counts them;
-	// -1 when it could not be counted.
+	// queue when nothing was acknowledged), as Queue.Count counts them,
+	// from the cycles as Stats read them for Cycles; -1 when one of them
+	// could not be read.
 	Lag int64
 	Err error // the slot is damaged: Name, Acked and Lag mean nothing
 }
@@ -64,7 +67,6 @@ func (q *Queue) Stats() (Stats, error) {
 			st.Writers = append(st.Writers, shm.Token(tok).PID())
 		}
 	}
-	var err error
 	for i := 0; i < maxNamedTailers; i++ {
 		n := q.tailerWord(i, 0).Load()
 		if n == 0 {
@@ -76,15 +78,6 @@ func (q *Queue) Stats() (Stats, error) {
 		if !ok {
 			ts = TailerStats{Err: fmt.Errorf("%w: %s: named tailer %d has a name of %d bytes", ErrCorrupt, metaName, i, n)}
 		}
-		if ok {
-			from := uint64(0)
-			if ts.Any {
-				from = ts.Acked
-			}
-			if ts.Lag, err = q.Count(from, maxIndex); err != nil {
-				ts.Lag = -1
-			}
-		}
 		st.Tailers = append(st.Tailers, ts)
 	}
 	cs, err := q.listCycles()
@@ -94,7 +87,32 @@ func (q *Queue) Stats() (Stats, error) {
 	for _, n := range cs {
 		st.Cycles = append(st.Cycles, q.cycleStats(n))
 	}
+	for i := range st.Tailers {
+		if ts := &st.Tailers[i]; ts.Err == nil {
+			ts.Lag = lagIn(st.Cycles, ts.Acked, ts.Any)
+		}
+	}
 	return st, nil
+}
+
+// lagIn counts, as Queue.Count does, the messages of the cycles after a
+// named tailer's acknowledged index (all of them when it acknowledged
+// nothing), from the same reading of the cycles as Stats.Cycles; -1 when a
+// cycle could not be read. A cycle deleted since the listing counts
+// nothing.
+func lagIn(cycles []CycleStats, acked uint64, some bool) int64 {
+	from := uint64(0)
+	if some {
+		from = acked
+	}
+	var n int64
+	for _, c := range cycles {
+		if c.Err != nil && !errors.Is(c.Err, os.ErrNotExist) {
+			return -1
+		}
+		n += seqsIn(c.Cycle, c.Messages, from, maxIndex)
+	}
+	return n
 }
 
 func (q *Queue) cycleStats(n uint32) CycleStats {
