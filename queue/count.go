@@ -12,7 +12,8 @@ import (
 // kept. Every slot that took a sequence number counts: a message still
 // being written, and a slot skipped after its writer died, count too. A
 // range with from >= to, and one past the last message, counts 0; to may
-// be math.MaxUint64 for "up to the end".
+// be math.MaxUint64 for "up to the end". A cycle file in the range that
+// cannot be read (damaged, truncated while in use) is an error.
 //
 // Count reads no message: for each cycle in the range it finds where its
 // slots end from the write hint, checked against the sparse index (at
@@ -51,7 +52,7 @@ func (q *Queue) Count(from, to uint64) (int64, error) {
 		}
 		k, err := q.countIn(c, from, to)
 		if err != nil {
-			return n, err
+			return 0, err
 		}
 		n += k
 	}
