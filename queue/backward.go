@@ -147,25 +147,3 @@ func (q *Queue) LastIndex() (uint64, error) {
 	idx, _, err := t.Prev()
 	return idx, err
 }
-
-// Count returns the number of complete messages in the queue, up to the
-// first that is still being written (skipped slots do not count). It
-// reads every slot header: a tool's call, not a hot path's.
-func (q *Queue) Count() (int64, error) {
-	t, err := q.Tailer()
-	if err != nil {
-		return 0, err
-	}
-	defer t.Close()
-	var n int64
-	for {
-		_, _, err := t.Next()
-		if err == ErrNoMessage {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-		n++
-	}
-}

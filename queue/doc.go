@@ -49,6 +49,7 @@ package queue
 //	append.go   Append, Reserve/Commit/Abort, rolling to the next cycle
 //	tailer.go   reading: positions, crossing cycles, skipping dead writers
 //	backward.go reading backwards, the last N, first and last index
+//	count.go    counting messages between two indexes, a tailer's lag
 //	index.go    the sparse index: recording entries, finding a message
 //	lease.go    writer leases and the dead-writer test
 //	named.go    the named-tailer table and acknowledgements

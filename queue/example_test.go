@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -183,7 +184,7 @@ func ExampleTailer_SeekLast() {
 		}
 		fmt.Println("back to", string(msg))
 	}
-	n, err := q.Count()
+	n, err := q.Count(0, math.MaxUint64)
 	fmt.Println(n, "messages", err)
 	// Output:
 	// event 7

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -37,7 +39,12 @@ type TailerStats struct {
 	Name  string
 	Acked uint64 // index after the last acknowledged message
 	Any   bool   // false: nothing acknowledged yet
-	Err   error  // the slot is damaged: Name and Acked mean nothing
+	// Lag is the number of messages after Acked (after the start of the
+	// queue when nothing was acknowledged), as Queue.Count counts them,
+	// from the cycles as Stats read them for Cycles; -1 when one of them
+	// could not be read.
+	Lag int64
+	Err error // the slot is damaged: Name, Acked and Lag mean nothing
 }
 
 // Stats returns the queue's layout and the fill of its cycle files. It
@@ -80,7 +87,32 @@ func (q *Queue) Stats() (Stats, error) {
 	for _, n := range cs {
 		st.Cycles = append(st.Cycles, q.cycleStats(n))
 	}
+	for i := range st.Tailers {
+		if ts := &st.Tailers[i]; ts.Err == nil {
+			ts.Lag = lagIn(st.Cycles, ts.Acked, ts.Any)
+		}
+	}
 	return st, nil
+}
+
+// lagIn counts, as Queue.Count does, the messages of the cycles after a
+// named tailer's acknowledged index (all of them when it acknowledged
+// nothing), from the same reading of the cycles as Stats.Cycles; -1 when a
+// cycle could not be read. A cycle deleted since the listing counts
+// nothing.
+func lagIn(cycles []CycleStats, acked uint64, some bool) int64 {
+	from := uint64(0)
+	if some {
+		from = acked
+	}
+	var n int64
+	for _, c := range cycles {
+		if c.Err != nil && !errors.Is(c.Err, os.ErrNotExist) {
+			return -1
+		}
+		n += seqsIn(c.Cycle, c.Messages, from, maxIndex)
+	}
+	return n
 }
 
 func (q *Queue) cycleStats(n uint32) CycleStats {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,8 +276,12 @@ func TestStatsJSON(t *testing.T) {
 		} `json:"cycles"`
 		Messages uint64 `json:"messages"`
 		Tailers  []struct {
-			Name      string  `json:"name"`
-			AckedUpTo *string `json:"acknowledged_up_to"`
+			Name       string  `json:"name"`
+			AckedUpTo  *string `json:"acknowledged_up_to"`
+			AckedCycle *uint32 `json:"acknowledged_cycle"`
+			AckedSeq   *uint32 `json:"acknowledged_seq"`
+			AckedIndex *uint64 `json:"acknowledged_index"`
+			Lag        *int64  `json:"lag"`
 		} `json:"tailers"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
@@ -309,10 +314,12 @@ func TestStatsJSON(t *testing.T) {
 	}
 	for _, tl := range st.Tailers {
 		switch {
-		case tl.Name == "billing" && tl.AckedUpTo != nil && *tl.AckedUpTo == "0:1":
-		case tl.Name == "audit" && tl.AckedUpTo == nil:
+		case tl.Name == "billing" && tl.AckedUpTo != nil && *tl.AckedUpTo == "0:1" &&
+			*tl.AckedCycle == 0 && *tl.AckedSeq == 1 && *tl.AckedIndex == 1 && tl.Lag != nil && *tl.Lag == 2:
+		case tl.Name == "audit" && tl.AckedUpTo == nil && tl.AckedCycle == nil && tl.AckedSeq == nil && tl.AckedIndex == nil &&
+			tl.Lag != nil && *tl.Lag == 3:
 		default:
-			t.Errorf("tailer %q acknowledged up to %v", tl.Name, tl.AckedUpTo)
+			t.Errorf("tailer %q acknowledged up to %v (%v:%v, %v), lag %v", tl.Name, tl.AckedUpTo, tl.AckedCycle, tl.AckedSeq, tl.AckedIndex, tl.Lag)
 		}
 	}
 	// The text form says the same, with sizes in binary units.
@@ -322,12 +329,155 @@ func TestStatsJSON(t *testing.T) {
 		"max cycle  4.0 GiB\n",
 		"writers    none\n",
 		fmt.Sprintf(" 3 messages %11s used %11s file  open\n", cliargs.FormatSize(c.BytesUsed), cliargs.FormatSize(c.FileSize)),
-		"tailer     billing: acknowledged up to 0:1\n",
-		"tailer     audit: nothing acknowledged\n",
+		"tailer     billing: acknowledged up to 0:1, lag 2 messages\n",
+		"tailer     audit: nothing acknowledged, lag 3 messages\n",
 		"messages   3\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("stats lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestStatsLag: stats shows each named tailer's lag, exact across cycle
+// files and a cycle deleted by retention, in the text and in JSON, with
+// the acknowledged index as numbers beside CYCLE:SEQ.
+func TestStatsLag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q")
+	lib, err := queue.Open(dir, queue.Options{Roll: queue.Fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	// Four batches of 10, 20, 30 and 40 messages, each in a later cycle
+	// file than the last (a batch may span two).
+	var all []uint64
+	for _, n := range []int{10, 20, 30, 40} {
+		for i := range n {
+			x, err := lib.Append([]byte(strconv.Itoa(i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, x)
+		}
+		time.Sleep(120 * time.Millisecond)
+	}
+	cs, err := lib.Cycles()
+	if err != nil || len(cs) < 4 {
+		t.Fatalf("cycles %v %v", cs, err)
+	}
+	// "late" acknowledges up to the 4th message, then retention deletes
+	// the first cycle file, forced past it.
+	ack := func(name string, upTo uint64) {
+		tl, err := lib.NamedTailer(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tl.Close()
+		if err := tl.Seek(upTo); err != nil {
+			t.Fatal(err)
+		}
+		if err := tl.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ack("late", all[3])
+	if del, err := lib.DeleteCycles(len(cs)-1, true); err != nil || len(del) != 1 || del[0] != cs[0] {
+		t.Fatalf("DeleteCycles: %v %v", del, err)
+	}
+	var kept []uint64
+	for _, x := range all {
+		if c, _ := queue.SplitIndex(x); c != cs[0] {
+			kept = append(kept, x)
+		}
+	}
+	// "ops" acknowledges up to the 6th message kept, "new" nothing, and
+	// "reader" reads one message without acknowledging it.
+	ack("ops", kept[5])
+	if _, err := lib.NamedTailer("new"); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := lib.NamedTailer("reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tl.Next(); err != nil {
+		t.Fatal(err)
+	}
+	tl.Close()
+
+	after := func(idx uint64) int64 { // the model: messages kept at or after idx
+		n := int64(0)
+		for _, x := range kept {
+			if x >= idx {
+				n++
+			}
+		}
+		return n
+	}
+	type tailer struct {
+		acked *uint64
+		lag   int64
+	}
+	want := map[string]tailer{
+		"late":   {&all[3], int64(len(kept))}, // the deleted cycle counts nothing
+		"ops":    {&kept[5], int64(len(kept)) - 5},
+		"new":    {nil, int64(len(kept))},
+		"reader": {nil, int64(len(kept))},
+	}
+	if after(kept[5]) != int64(len(kept))-5 || after(all[3]) != int64(len(kept)) || len(kept) == len(all) || len(kept) < 60 {
+		t.Fatalf("the model: %d of %d messages kept", len(kept), len(all))
+	}
+	text, errOut, code := offqueue(t, "", "stats", dir)
+	if code != 0 {
+		t.Fatalf("stats: exit %d %q", code, errOut)
+	}
+	for name, w := range want {
+		pos := "nothing acknowledged"
+		if w.acked != nil {
+			c, s := queue.SplitIndex(*w.acked)
+			pos = fmt.Sprintf("acknowledged up to %d:%d", c, s)
+		}
+		if line := fmt.Sprintf("tailer     %s: %s, lag %d messages\n", name, pos, w.lag); !strings.Contains(text, line) {
+			t.Errorf("stats lacks %q:\n%s", line, text)
+		}
+	}
+	if line := fmt.Sprintf("messages   %d\n", len(kept)); !strings.Contains(text, line) {
+		t.Errorf("stats lacks %q:\n%s", line, text)
+	}
+
+	out, _, _ := offqueue(t, "", "stats", "--json", dir)
+	var st struct {
+		Tailers []struct {
+			Name       string  `json:"name"`
+			AckedUpTo  *string `json:"acknowledged_up_to"`
+			AckedCycle *uint32 `json:"acknowledged_cycle"`
+			AckedSeq   *uint32 `json:"acknowledged_seq"`
+			AckedIndex *uint64 `json:"acknowledged_index"`
+			Lag        *int64  `json:"lag"`
+		} `json:"tailers"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(st.Tailers) != len(want) {
+		t.Fatalf("tailers: %s", out)
+	}
+	for _, tj := range st.Tailers {
+		w, ok := want[tj.Name]
+		if !ok || tj.Lag == nil || *tj.Lag != w.lag {
+			t.Errorf("%s: lag %v, want %d", tj.Name, tj.Lag, w.lag)
+		}
+		if w.acked == nil {
+			if tj.AckedIndex != nil || tj.AckedCycle != nil || tj.AckedSeq != nil || tj.AckedUpTo != nil {
+				t.Errorf("%s: acknowledged %v %v %v %v, want nulls", tj.Name, tj.AckedUpTo, tj.AckedIndex, tj.AckedCycle, tj.AckedSeq)
+			}
+			continue
+		}
+		c, s := queue.SplitIndex(*w.acked)
+		if tj.AckedIndex == nil || tj.AckedCycle == nil || tj.AckedSeq == nil || tj.AckedUpTo == nil ||
+			*tj.AckedIndex != *w.acked || *tj.AckedCycle != c || *tj.AckedSeq != s || *tj.AckedUpTo != fmt.Sprintf("%d:%d", c, s) {
+			t.Errorf("%s: acknowledged %v %v %v %v, want %d:%d", tj.Name, tj.AckedUpTo, tj.AckedIndex, tj.AckedCycle, tj.AckedSeq, c, s)
 		}
 	}
 }

@@ -23,16 +23,27 @@ spacing, the size limit of a cycle file, when it was created, in RFC 3339
 and UTC), the processes holding writer leases (how many, and their pids),
 how many processes watch for appends, one line per cycle file (its CYCLE
 number, messages, bytes used, file size, and whether it is open, sealed
-or unreadable), the total message count, and how far each named tailer
-has acknowledged. Sizes are in binary units (KiB, MiB, GiB).
+or unreadable), the total message count, and for each named tailer how
+far it has acknowledged (CYCLE:SEQ, the index it reads first when opened
+again) and its lag: the messages after that index, counted across cycle
+files (those retention deleted count nothing; a slot skipped after its
+writer died counts, as it takes an index). Messages carry no time, so no
+age is shown. Sizes are in binary units (KiB, MiB, GiB).
 
-With --json it prints the same as one JSON object. It opens the queue
+With --json it prints the same as one JSON object; a named tailer's
+position is there as acknowledged_up_to ("CYCLE:SEQ") and as numbers:
+acknowledged_cycle, acknowledged_seq and acknowledged_index (cycle << 32
+| seq, above 2^53 for secondly and fast queues after some weeks, so
+readers that keep numbers as doubles use the cycle and seq), and its lag
+as lag (null when it could not be counted). It opens the queue
 read-only and changes nothing. When a cycle file or a named-tailer slot
 cannot be read (damaged, or truncated while in use), it prints the rest,
 says which, and exits 2.`,
 	examples: `  offqueue stats /var/queues/orders
   # the messages of each cycle file, with jq
-  offqueue stats --json /var/queues/orders | jq '.cycles[].messages'`,
+  offqueue stats --json /var/queues/orders | jq '.cycles[].messages'
+  # the lag of each named tailer
+  offqueue stats --json /var/queues/orders | jq '.tailers[] | {name, lag}'`,
 	run: runStats,
 }
 
@@ -66,8 +77,12 @@ type tailerJSON struct {
 	Error string `json:"error,omitempty"` // the slot is damaged`
 	// AckedUpTo is the index CYCLE:SEQ that the tailer will read first
 	// when opened again: every message before it is acknowledged. Null
-	// when nothing was.
-	AckedUpTo *string `json:"acknowledged_up_to"`
+	// when nothing was; so are the numbers that follow.
+	AckedUpTo  *string `json:"acknowledged_up_to"`
+	AckedCycle *uint32 `json:"acknowledged_cycle"`
+	AckedSeq   *uint32 `json:"acknowledged_seq"`
+	AckedIndex *uint64 `json:"acknowledged_index"` // cycle << 32 | seq
+	Lag        *int64  `json:"lag"`                // messages after it; null: not counted
 }
 
 func runStats(c *cli, args []string) error {
@@ -117,7 +132,11 @@ func runStats(c *cli, args []string) error {
 			fmt.Fprintf(w, "tailer     error: %s\n", t.Error)
 			continue
 		}
-		fmt.Fprintf(w, "tailer     %s: %s\n", t.Name, pos)
+		lag := "unknown"
+		if t.Lag != nil {
+			lag = strconv.FormatInt(*t.Lag, 10) + " messages"
+		}
+		fmt.Fprintf(w, "tailer     %s: %s, lag %s\n", t.Name, pos, lag)
 	}
 	return damaged(st)
 }
@@ -190,8 +209,13 @@ func statsOf(st queue.Stats) statsJSON {
 			tj.Error = message(t.Err)
 		}
 		if t.Any {
-			s := formatIndex(t.Acked)
-			tj.AckedUpTo = &s
+			s, idx := formatIndex(t.Acked), t.Acked
+			c, q := queue.SplitIndex(t.Acked)
+			tj.AckedUpTo, tj.AckedCycle, tj.AckedSeq, tj.AckedIndex = &s, &c, &q, &idx
+		}
+		if t.Err == nil && t.Lag >= 0 {
+			lag := t.Lag
+			tj.Lag = &lag
 		}
 		out.Tailers = append(out.Tailers, tj)
 	}

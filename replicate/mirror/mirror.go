@@ -105,8 +105,9 @@ type Progress struct {
 	Last uint64
 	// Lag is the number of messages in the queue from Next to Last:
 	// appended and not yet acknowledged by the engine (slots skipped
-	// after a writer died count too). Zero when the mirror is idle or
-	// not running; -1 when it could not be computed.
+	// after a writer died count too), counted by Queue.Count across cycle
+	// files (those retention deleted count nothing). Zero when the mirror
+	// is idle or not running; -1 when it could not be computed.
 	Lag int64
 	// Err is the error that ended the last session, nil once a later
 	// session has had messages acknowledged.
@@ -340,7 +341,7 @@ func (m *Mirror) endSession(ctx, sctx context.Context, s session, a *acker, err 
 
 // Progress returns a snapshot of the mirror's work. It may be called from
 // any goroutine, while Run runs or not; it reads the queue's last index
-// (and, when the lag spans cycle files, the queue's Stats).
+// and counts the lag with Queue.Count.
 func (m *Mirror) Progress() Progress {
 	p := Progress{
 		Sent:       m.sent.Load(),
@@ -367,37 +368,10 @@ func (m *Mirror) Progress() Progress {
 		return p
 	}
 	p.Last = last
-	p.Lag = between(m.q, p.Next, last)
+	if p.Lag, err = m.q.Count(p.Next, last+1); err != nil {
+		p.Lag = -1
+	}
 	return p
-}
-
-// between counts the message slots from index from to index last, both
-// included.
-func between(q *queue.Queue, from, last uint64) int64 {
-	if last < from {
-		return 0
-	}
-	fc, fs := queue.SplitIndex(from)
-	lc, ls := queue.SplitIndex(last)
-	if fc == lc {
-		return int64(ls-fs) + 1
-	}
-	st, err := q.Stats()
-	if err != nil {
-		return -1
-	}
-	var n int64
-	for _, c := range st.Cycles {
-		switch {
-		case c.Cycle == fc:
-			n += max(0, int64(c.Messages)-int64(fs))
-		case c.Cycle > fc && c.Cycle < lc:
-			n += int64(c.Messages)
-		case c.Cycle == lc:
-			n += int64(ls) + 1
-		}
-	}
-	return n
 }
 
 func (m *Mirror) setErr(err error) {
