@@ -199,13 +199,7 @@ func startTail(t *testing.T, dir string, ends int, mode WaitMode) func() map[int
 				t.Fatalf("a tailer (mode %d) was still waiting two minutes after the appenders ended", mode)
 			}
 		}()
-		counts := map[int]int{}
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			var w, n int
-			fmt.Sscan(sc.Text(), &w, &n)
-			counts[w] = n
-		}
+		counts := readCounts(out)
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("tailer: %v", err)
 		}
@@ -418,4 +412,17 @@ func TestKillRun(t *testing.T) {
 	if cut == 0 {
 		t.Fatal("no writer was killed mid-run: the test tested nothing")
 	}
+}
+
+// readCounts reads a tailer helper's "WRITER COUNT" lines until its output
+// ends: the last count it printed for each writer.
+func readCounts(r io.Reader) map[int]int {
+	counts := map[int]int{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var w, n int
+		fmt.Sscan(sc.Text(), &w, &n)
+		counts[w] = n
+	}
+	return counts
 }

@@ -211,13 +211,7 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 	}
 	late := time.AfterFunc(time.Minute, func() { tail.Process.Kill() })
 	defer late.Stop()
-	read := map[int]int{}
-	sc := bufio.NewScanner(tailOut)
-	for sc.Scan() {
-		var w, c int
-		fmt.Sscan(sc.Text(), &w, &c)
-		read[w] = c
-	}
+	read := readCounts(tailOut)
 	if err := tail.Wait(); err != nil {
 		t.Errorf("audit tailer: %v", err)
 	}
