@@ -13,6 +13,7 @@
 //	offmap verify FILE
 //	offmap recover [--timeout D] FILE
 //	offmap copy [--entries N ...] SRC DST
+//	offmap backup FILE DEST
 //	offmap upgrade FILE
 //
 // Exit status: 0 on success; 1 for a negative answer (get or del of an
@@ -46,7 +47,7 @@ type command struct {
 // commands lists the verbs in the order "offmap help" shows them.
 var commands = []*command{
 	&createCommand, &statCommand, &getCommand, &putCommand, &delCommand, &incrCommand,
-	&dumpCommand, &loadCommand, &verifyCommand, &recoverCommand, &copyCommand, &upgradeCommand, &sweepCommand,
+	&dumpCommand, &loadCommand, &verifyCommand, &recoverCommand, &copyCommand, &backupCommand, &upgradeCommand, &sweepCommand,
 }
 
 // Exit statuses: the same for both tools (internal/cliargs).
