@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -40,8 +41,6 @@ func i64(v []byte) int64 {
 	}
 	return int64(binary.LittleEndian.Uint64(v))
 }
-
-
 
 // transferOf is transfer k of process c: from, to and amount.
 func transferOf(c, k int) (from, to int, amount int64) {
@@ -315,12 +314,17 @@ func TestBackupKilled(t *testing.T) {
 	defer m.Close()
 	seedAccounts(t, m)
 	// Enough entries that a backup takes a while to kill it inside.
-	for k := 1; k <= 20000; k++ {
+	pre := 20000
+	if raceEnabled {
+		pre = 5000
+	}
+	for k := 1; k <= pre; k++ {
 		if err := backupTransfer(m, 0, k); err != nil {
 			t.Fatal(err)
 		}
 	}
-	next := 20001
+	var next atomic.Int64
+	next.Store(int64(pre) + 1)
 	runs := []string{"backup.first-lock", "backup.all-locked", "backup.filling"}
 	random := 6
 	if testing.Short() {
@@ -344,11 +348,11 @@ func TestBackupKilled(t *testing.T) {
 					return
 				default:
 				}
-				if err := backupTransfer(m, 0, next); err != nil {
+				if err := backupTransfer(m, 0, int(next.Load())); err != nil {
 					done <- err
 					return
 				}
-				next++
+				next.Add(1)
 			}
 		}()
 		if step == "" {
@@ -362,7 +366,7 @@ func TestBackupKilled(t *testing.T) {
 		}
 		// The writers carry on past the dead holder's locks.
 		deadline := time.Now().Add(10 * time.Second)
-		for at := next; next < at+50; {
+		for at := next.Load(); next.Load() < at+50; {
 			if time.Now().After(deadline) {
 				t.Fatalf("run %d (%q): transfers stalled after the backup was killed", i, step)
 			}
@@ -394,8 +398,8 @@ func TestBackupKilled(t *testing.T) {
 			}
 		}
 		got := checkTransfers(t, p, 1)
-		if got[0] != next-1 {
-			t.Fatalf("run %d: the source holds %d transfers, %d were made", i, got[0], next-1)
+		if got[0] != int(next.Load())-1 {
+			t.Fatalf("run %d: the source holds %d transfers, %d were made", i, got[0], next.Load()-1)
 		}
 	}
 }
