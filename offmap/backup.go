@@ -135,7 +135,21 @@ func (m *Map) copyLocked(s *segment, t int64) (backupSeg, error) {
 	if !m.loadTable(s) {
 		return b, m.corrupt(s, "its slot table lies outside the file")
 	}
-	b.entries = make([]backupEntry, 0, s.hdr.count.Load())
+	// Sized first, so that the copy moves each byte once: the lock is
+	// held meanwhile.
+	size, count := 0, 0
+	for i := range s.slots {
+		w := s.slots[i].Load()
+		if w == 0 || w&slotDetached != 0 {
+			continue
+		}
+		if e, ok := m.entryAt(s, slotChunk(w)); ok {
+			size += e.keyLen + e.valLen
+			count++
+		}
+	}
+	b.buf = make([]byte, 0, size)
+	b.entries = make([]backupEntry, 0, count)
 	for i := range s.slots {
 		w := s.slots[i].Load()
 		if w == 0 || w&slotDetached != 0 {
