@@ -1,0 +1,247 @@
+package queue
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// BackupInfo describes a backup that Backup made.
+type BackupInfo struct {
+	// End is the index after the last message the copy holds: every
+	// message of the queue before End is in it, in order (but those
+	// retention had deleted), and none after.
+	End      uint64
+	Messages int64    // messages in the copy (Count over it)
+	Cycles   []uint32 // the cycle files copied, oldest first
+	Tailers  int      // named tailers copied
+}
+
+// Backup copies the queue into a new directory dest while other processes
+// keep appending and reading: every cycle file up to the first message
+// not yet complete (a writer still writing it), so that the copy ends at
+// a committed index (BackupInfo.End), with everything before it, and the
+// named tailers' positions (a position past End is brought back to End).
+// The copy has no writers and no watchers; queue.Open and offqueue verify
+// use it as it is, and appenders continue it from End.
+//
+// Each cycle is copied from this process's mapping, slot by slot up to
+// the end, with the bytes after the end left zero and the cycle's
+// header (its write hint, index and next-cycle words) made to agree with
+// that end. dest must not exist: the copy is built under a temporary name
+// beside it (".NAME.backup-PID") and renamed to dest when complete and
+// synced, so that a backup that fails or is killed leaves nothing at
+// dest (a killed one leaves its temporary directory, which may be
+// removed).
+func (q *Queue) Backup(dest string) (BackupInfo, error) {
+	var info BackupInfo
+	if q.closed.Load() {
+		return info, ErrClosed
+	}
+	if _, err := os.Lstat(dest); err == nil {
+		return info, fmt.Errorf("queue: backup of %s: %s: %w", q.dir, dest, os.ErrExist)
+	}
+	tmp := filepath.Join(filepath.Dir(dest), fmt.Sprintf(".%s.backup-%d", filepath.Base(dest), os.Getpid()))
+	os.RemoveAll(tmp) // what an earlier backup of this pid left
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return info, fmt.Errorf("queue: backup of %s: %w", q.dir, err)
+	}
+	err := q.backupInto(tmp, &info)
+	if err == nil {
+		err = syncPath(tmp)
+	}
+	if err == nil {
+		err = os.Rename(tmp, dest)
+	}
+	if err == nil {
+		err = syncPath(filepath.Dir(dest))
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return BackupInfo{}, fmt.Errorf("queue: backup of %s to %s: %w", q.dir, dest, err)
+	}
+	return info, nil
+}
+
+func (q *Queue) backupInto(tmp string, info *BackupInfo) error {
+	ns, err := q.listCycles()
+	if err != nil {
+		return err
+	}
+	var last uint32
+	copied := false
+	for i := 0; i < len(ns); i++ {
+		n := ns[i]
+		end, next, err := q.backupCycle(n, filepath.Join(tmp, q.cycleName(n)), &info.Messages)
+		if errors.Is(err, os.ErrNotExist) && !copied {
+			continue // deleted by retention meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("cycle %d: %w", n, err)
+		}
+		copied, last = true, n
+		info.Cycles = append(info.Cycles, n)
+		info.End = Index(n, end)
+		if next == 0 {
+			break // the copy ends here: later cycles hold later messages
+		}
+		// Sealed: the cycle it names follows, even one created after the
+		// listing.
+		ns = append(ns[:i+1], uint32(next-1))
+	}
+	return q.backupMeta(filepath.Join(tmp, metaName), info, copied, last)
+}
+
+// backupCycle copies cycle n to path up to its end: its end-of-cycle
+// mark, or the first free slot or slot a live writer has not completed.
+// It returns the sequence number the copy ends at and, for a sealed
+// cycle, the next cycle + 1 (0 for one not sealed), and adds the
+// messages it holds to *msgs.
+func (q *Queue) backupCycle(n uint32, path string, msgs *int64) (end uint32, next uint64, err error) {
+	c, _, err := q.acquire(n, false, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.release()
+	if err := c.checkSize(); err != nil {
+		return 0, 0, err
+	}
+	size, err := c.fileSize()
+	if err != nil {
+		return 0, 0, err
+	}
+	sealed := false
+	w := c.walkFrom(0, dataStart)
+	for {
+		h, err := w.header()
+		if err != nil {
+			return 0, 0, err
+		}
+		if h == 0 || h&flagBusy != 0 && !q.writerDead(h) {
+			break
+		}
+		if h&flagEOF != 0 {
+			// A roller names the next cycle before it seals.
+			sealed, next = true, c.next.Load()
+			if err := w.step(h); err != nil {
+				return 0, 0, err
+			}
+			break
+		}
+		if h&(flagMeta|flagSkipped|flagBusy) == 0 {
+			*msgs++
+		}
+		if err := w.step(h); err != nil {
+			return 0, 0, err
+		}
+	}
+	cut := w.off // the copy's bytes: [0, cut), then zeros
+	mem := w.mem
+	buf := make([]byte, cut)
+	shm.Load(buf, mem[:cut])
+	// The shared words of the header, as they agree with the cut.
+	le := binary.LittleEndian
+	if !sealed {
+		le.PutUint64(buf[nextOff:], 0)
+		le.PutUint64(buf[hintOff:], packHint(w.seq, w.off))
+	}
+	for a := range l1Entries {
+		o := l1Off + 8*a
+		arr := int64(le.Uint64(buf[o:]))
+		if arr == 0 {
+			continue
+		}
+		if arr+indexArrayBytes > cut {
+			le.PutUint64(buf[o:], 0) // an index array past the cut
+			continue
+		}
+		for e := range int64(indexEntries) {
+			s := (int64(a)*indexEntries + e) << q.spacing
+			if s >= int64(w.seq) {
+				le.PutUint64(buf[arr+e*8:], 0) // a message past the cut
+			}
+		}
+	}
+	// At least one free slot after the cut, in whole pages, as the queue
+	// maps them; the file may have grown during the walk.
+	if now, err := c.fileSize(); err == nil && now > size {
+		size = now
+	}
+	size = max(size, shm.Pad(cut+8, pageSize))
+	if sealed && (next == 0 || next-1 <= uint64(n)) {
+		return 0, 0, fmt.Errorf("%w: cycle %d is sealed but names cycle %d next", ErrCorrupt, n, int64(next)-1)
+	}
+	return w.seq, next, writeFileSynced(path, buf, size, q.fileMode())
+}
+
+// backupMeta writes the copy's metadata file: the queue's header, the
+// latest cycle, and the named tailers (none of the locks, leases or
+// watchers).
+func (q *Queue) backupMeta(path string, info *BackupInfo, any bool, last uint32) error {
+	b := q.meta.encode()
+	le := binary.LittleEndian
+	if any {
+		le.PutUint64(b[metaLatestOff:], uint64(last)+1)
+	}
+	for i := range maxNamedTailers {
+		n := q.tailerWord(i, 0).Load()
+		if n == 0 {
+			continue
+		}
+		name, ok := q.tailerName(i, n)
+		if !ok {
+			continue // a damaged slot: verify reports it in the source
+		}
+		acked := q.tailerWord(i, 8).Load()
+		if acked != 0 && acked-1 > info.End {
+			acked = info.End + 1
+		}
+		base := tailerTableOff + i*tailerSlotSize
+		le.PutUint64(b[base:], n)
+		le.PutUint64(b[base+8:], acked)
+		shm.Load(b[base+16:base+16+int(n)], name)
+		info.Tailers++
+	}
+	return writeFileSynced(path, b, int64(len(b)), q.fileMode())
+}
+
+// writeFileSynced writes b at the start of a new file of size bytes (the
+// rest zero) at path, with permission mode, and syncs it.
+func writeFileSynced(path string, b []byte, size int64, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Truncate(size)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// fileMode is the permission of the queue's metadata file.
+func (q *Queue) fileMode() os.FileMode {
+	if fi, err := q.metaFile.Stat(); err == nil {
+		return fi.Mode().Perm()
+	}
+	return 0o600
+}
+
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
