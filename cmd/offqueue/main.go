@@ -4,8 +4,9 @@
 //
 //	offqueue dump [--hex] [--json] [--from INDEX] [-n COUNT] DIR
 //	offqueue follow [--hex] [--json] [--from start|end|INDEX] DIR
-//	offqueue stats [--json] DIR
+//	offqueue stats [--json] [--watch [--interval D] [--count N]] DIR
 //	offqueue verify DIR
+//	offqueue backup DIR DEST
 //	offqueue append DIR < lines
 //
 // Exit status: 0 on success; 1 when verify finds problems; 2 for an error
@@ -37,7 +38,7 @@ type command struct {
 }
 
 // commands lists the verbs in the order "offqueue help" shows them.
-var commands = []*command{&dumpCommand, &followCommand, &statsCommand, &verifyCommand, &appendCommand}
+var commands = []*command{&dumpCommand, &followCommand, &statsCommand, &verifyCommand, &appendCommand, &backupCommand}
 
 // Exit statuses: the same for both tools (internal/cliargs).
 const (

@@ -88,8 +88,12 @@ type tailerJSON struct {
 func runStats(c *cli, args []string) error {
 	fs := c.flags()
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	wf := defineWatchFlags(fs)
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
+		return err
+	}
+	if err := wf.check(c); err != nil {
 		return err
 	}
 	q, err := openQueue(pos[0])
@@ -97,6 +101,9 @@ func runStats(c *cli, args []string) error {
 		return err
 	}
 	defer q.Close()
+	if *wf.watch {
+		return runWatch(c, q, wf, *asJSON)
+	}
 	st, err := q.Stats()
 	if err != nil {
 		return err
