@@ -1,6 +1,7 @@
 package offmap
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -51,7 +52,8 @@ type BackupInfo struct {
 // the map is unchanged.
 //
 // The copy is made in this process's memory first (about the bytes of
-// the live keys and values), so that writers wait only for that copy.
+// entry space the map has, free space included), so that writers wait
+// only for that copy, at memory speed.
 // Values that handles (AcquireInt64 and the others) change without a lock
 // are copied as they are when their segment is copied, not at the
 // instant. A backup takes segment locks, so it needs a map opened for
@@ -67,116 +69,162 @@ func (m *Map) BackupTo(path string) (BackupInfo, error) {
 	if _, err := os.Lstat(path); err == nil {
 		return BackupInfo{}, fmt.Errorf("offmap: backup of %s: %s: %w", m.path, path, os.ErrExist)
 	}
-	segs, info, err := m.backupSegments()
+	segs, info, t, err := m.backupSegments()
 	if err != nil {
 		return BackupInfo{}, err
 	}
-	info.FileSize, err = m.writeBackup(path, segs, info.Entries)
+	info.Entries, info.FileSize, err = m.writeBackup(path, segs, t)
 	if err != nil {
 		return BackupInfo{}, &shm.OpError{Pkg: "offmap", Op: "backup", Path: path, Err: err}
 	}
 	return info, nil
 }
 
-// backupSeg is one segment's entries as the backup copied them: keys and
-// values in buf, and per entry its offsets and expiry time.
+// backupSeg is one segment as the backup copied it, with its lock held:
+// the words of its live slots, and the bytes of each of its extents'
+// entry space (areas[k] is extent k's). Copying the extents whole, in
+// sequence, is what keeps the lock short: picking the entries out, in
+// slot order, would touch them at random.
 type backupSeg struct {
-	buf     []byte
-	entries []backupEntry
-}
-
-type backupEntry struct {
-	key, val, end int   // in buf: the key is buf[key:val], the value buf[val:end]
-	expires       int64 // Unix nanoseconds, 0: never
+	idx   int
+	slots []uint64
+	areas [][]byte
 }
 
 // backupSegments takes every segment lock in segment order, then copies
 // and releases the segments one by one.
-func (m *Map) backupSegments() ([]backupSeg, BackupInfo, error) {
+// It returns the segments, the backup's instant, and the package clock's
+// reading then, which expiry is judged by.
+func (m *Map) backupSegments() ([]backupSeg, BackupInfo, int64, error) {
 	n := int(m.hdr.Segments)
+	// The memory of the copies, taken and faulted in before any lock, as
+	// the segments are now: one that grows meanwhile takes more while
+	// locked.
+	out := make([]backupSeg, n)
+	for i := range out {
+		s := m.segment(uint32(i))
+		out[i].slots = make([]uint64, 0, s.hdr.count.Load()+s.hdr.count.Load()/8+16)
+		out[i].areas = append(out[i].areas, touched(m.area0Len))
+		for k := 1; k <= m.maxExtent() && s.hdr.extents[k-1].Load() != 0; k++ {
+			out[i].areas = append(out[i].areas, touched(m.extentChunks(k)<<m.chunkShift))
+		}
+	}
 	locked := make([]segment, n)
+	var first time.Time
 	for i := range locked {
 		locked[i] = m.segment(uint32(i))
 		if err := m.lock(&locked[i]); err != nil {
 			for j := range i {
 				locked[j].hdr.lock.Unlock()
 			}
-			return nil, BackupInfo{}, err
+			return nil, BackupInfo{}, 0, err
 		}
 		if i == 0 {
+			first = time.Now()
 			crash("backup.first-lock")
 		}
 	}
-	info := BackupInfo{At: time.Now()}
-	t := now()
+	info, t := BackupInfo{At: time.Now()}, now()
 	crash("backup.all-locked")
-	out := make([]backupSeg, n)
 	for i := range locked {
-		var err error
-		out[i], err = m.copyLocked(&locked[i], t)
+		err := m.copyLocked(&locked[i], &out[i])
 		locked[i].hdr.lock.Unlock()
 		if err != nil {
 			for j := i + 1; j < n; j++ {
 				locked[j].hdr.lock.Unlock()
 			}
-			return nil, BackupInfo{}, err
+			return nil, BackupInfo{}, 0, err
 		}
-		info.Entries += len(out[i].entries)
 	}
-	info.Stall = time.Since(info.At)
-	return out, info, nil
+	info.Stall = time.Since(first)
+	return out, info, t, nil
 }
 
-// copyLocked copies the live entries of s, whose lock is held (so it was
-// repaired if its last holder died, and holds no transaction), leaving
-// out those expired by t.
-func (m *Map) copyLocked(s *segment, t int64) (backupSeg, error) {
-	var b backupSeg
+// copyLocked copies segment s, whose lock is held (so it was repaired if
+// its last holder died, and holds no transaction), into b, in the memory
+// b has where it is large enough.
+func (m *Map) copyLocked(s *segment, b *backupSeg) error {
+	b.idx = s.idx
 	if !m.loadTable(s) {
-		return b, m.corrupt(s, "its slot table lies outside the file")
+		return m.corrupt(s, "its slot table lies outside the file")
 	}
-	// Sized first, so that the copy moves each byte once: the lock is
-	// held meanwhile.
-	size, count := 0, 0
+	b.slots = b.slots[:0]
 	for i := range s.slots {
-		w := s.slots[i].Load()
-		if w == 0 || w&slotDetached != 0 {
-			continue
-		}
-		if e, ok := m.entryAt(s, slotChunk(w)); ok {
-			size += e.keyLen + e.valLen
-			count++
+		if w := s.slots[i].Load(); w != 0 && w&slotDetached == 0 {
+			b.slots = append(b.slots, w)
 		}
 	}
-	b.buf = make([]byte, 0, size)
-	b.entries = make([]backupEntry, 0, count)
-	for i := range s.slots {
-		w := s.slots[i].Load()
-		if w == 0 || w&slotDetached != 0 {
-			continue
+	area := s.base + int(m.hdr.AreaOff)
+	k := 1
+	for ; k <= m.maxExtent() && s.hdr.extents[k-1].Load() != 0; k++ {
+	}
+	areas := make([][]byte, k)
+	for j := range areas {
+		mem := s.mem[area : area+m.area0Len]
+		if j > 0 {
+			off, ok := m.extentAt(s, j)
+			if !ok {
+				return m.corrupt(s, fmt.Sprintf("its extent %d lies outside the file", j))
+			}
+			off += m.extentBitmapBytes(j)
+			mem = s.mem[off : off+m.extentChunks(j)<<m.chunkShift]
 		}
-		e, ok := m.entryAt(s, slotChunk(w))
-		if !ok {
-			return b, m.corrupt(s, "an entry lies outside the segment")
+		if j < len(b.areas) && len(b.areas[j]) == len(mem) {
+			areas[j] = b.areas[j]
+		} else {
+			areas[j] = make([]byte, len(mem))
+		}
+		shm.Load(areas[j], mem)
+	}
+	b.areas = areas
+	return nil
+}
+
+// touched returns n bytes of memory with every page faulted in.
+func touched(n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 4096 {
+		b[i] = 0
+	}
+	return b
+}
+
+// backupEntries calls fn with every entry of b that had not expired by t
+// (Unix nanoseconds), and its expiry time. Each offset and length is
+// checked against the copied extents.
+func (m *Map) backupEntries(b *backupSeg, t int64, fn func(key, value []byte, expires int64) error) error {
+	bad := func(what string) error {
+		return fmt.Errorf("%w: %s: segment %d: %s (run offmap verify)", ErrCorrupt, m.path, b.idx, what)
+	}
+	for _, w := range b.slots {
+		k, i := m.extentOf(slotChunk(w))
+		if k < 0 || k >= len(b.areas) {
+			return bad(fmt.Sprintf("a slot names chunk %d, which no extent holds", slotChunk(w)))
+		}
+		a, off := b.areas[k], i<<m.chunkShift
+		if off > len(a)-entryHeaderSize {
+			return bad("an entry lies outside its extent")
+		}
+		kl, vl := int(binary.LittleEndian.Uint32(a[off:])), int(binary.LittleEndian.Uint32(a[off+4:]))
+		if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl, m.trailer) > len(a) {
+			return bad("an entry lies outside its extent")
+		}
+		e := entry{off: off, keyLen: kl, valLen: vl}
+		key, value := a[e.keyOff():e.keyOff()+kl], a[e.valOff():e.valOff()+vl]
+		if m.sums && w&slotPinned == 0 && binary.LittleEndian.Uint64(a[e.sumOff():]) != uint64(entrySum(key, value)) {
+			return bad("an entry fails its checksum (torn by a power cut, or damaged)")
 		}
 		var x int64
 		if m.expiring {
-			if expiredAt(s.mem, m.expOff(e), t) {
+			if x = int64(binary.LittleEndian.Uint64(a[m.expOff(e):])); x != 0 && x <= t {
 				continue
 			}
-			x = int64(shm.U64(s.mem, m.expOff(e)).Load())
 		}
-		k := len(b.buf)
-		b.buf = append(b.buf, make([]byte, e.keyLen)...)
-		loadKey(b.buf[k:], s, e)
-		v := len(b.buf)
-		b.buf = loadValue(b.buf, s, e)
-		if m.sumRejects(s.mem, w, e.sumOff(), b.buf[k:v], b.buf[v:]) {
-			return b, m.corrupt(s, "an entry fails its checksum (torn by a power cut, or damaged); run offmap verify")
+		if err := fn(key, value, x); err != nil {
+			return err
 		}
-		b.entries = append(b.entries, backupEntry{key: k, val: v, end: len(b.buf), expires: x})
 	}
-	return b, nil
+	return nil
 }
 
 // backupOptions are the options of a compact copy of m holding entries
@@ -208,14 +256,20 @@ func (m *Map) backupOptions(entries int) Options {
 	return o
 }
 
-// writeBackup builds the map file of segs at path and returns its size.
-func (m *Map) writeBackup(path string, segs []backupSeg, entries int) (int64, error) {
+// writeBackup builds the map file of segs, leaving out the entries
+// expired by t, at path, and returns its entries and size.
+func (m *Map) writeBackup(path string, segs []backupSeg, t int64) (int, int64, error) {
+	entries := 0
+	for i := range segs {
+		entries += len(segs[i].slots)
+	}
 	opts := m.backupOptions(entries)
 	h, err := plan(opts, randomSeed())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var size int64
+	n := 0
 	err = shm.CreateAtomic(path, opts.fileMode(), int64(h.FileSize), true, func(f *os.File) error {
 		if _, err := f.WriteAt(h.encode(), 0); err != nil {
 			return err
@@ -232,7 +286,7 @@ func (m *Map) writeBackup(path string, segs []backupSeg, entries int) (int64, er
 			g.Close()
 			return err
 		}
-		err = fillBackup(dst, segs)
+		n, err = m.fillBackup(dst, segs, t)
 		if err == nil {
 			err = dst.Sync()
 		}
@@ -248,33 +302,32 @@ func (m *Map) writeBackup(path string, segs []backupSeg, entries int) (int64, er
 		}
 		return err
 	})
-	return size, err
+	return n, size, err
 }
 
-// fillBackup puts every copied entry into dst, with its expiry time.
-func fillBackup(dst *Map, segs []backupSeg) error {
+// fillBackup puts every entry of segs into dst, with its expiry time, and
+// returns how many.
+func (m *Map) fillBackup(dst *Map, segs []backupSeg, t int64) (int, error) {
+	n := 0
 	for i := range segs {
-		b := &segs[i]
-		for j, e := range b.entries {
-			key, val := b.buf[e.key:e.val], b.buf[e.val:e.end]
-			var err error
-			if dst.expiring {
-				var at time.Time
-				if e.expires != 0 {
-					at = time.Unix(0, e.expires)
-				}
-				err = dst.PutExpiring(key, val, at)
-			} else {
-				err = dst.Put(key, val)
-			}
-			if err != nil {
-				return err
-			}
-			if j == len(b.entries)/2 && i == len(segs)/2 {
+		err := m.backupEntries(&segs[i], t, func(key, value []byte, expires int64) error {
+			n++
+			if n == 100 {
 				crash("backup.filling")
 			}
+			if !dst.expiring {
+				return dst.Put(key, value)
+			}
+			var at time.Time
+			if expires != 0 {
+				at = time.Unix(0, expires)
+			}
+			return dst.PutExpiring(key, value, at)
+		})
+		if err != nil {
+			return n, err
 		}
 		segs[i] = backupSeg{} // its memory can go
 	}
-	return nil
+	return n, nil
 }
