@@ -121,11 +121,11 @@ func (m *Map) backupSegments() ([]backupSeg, BackupInfo, int64, error) {
 		}
 		if i == 0 {
 			first = time.Now()
-			crash("backup.first-lock")
+			crash("backup.locking")
 		}
 	}
 	info, t := BackupInfo{At: time.Now()}, now()
-	crash("backup.all-locked")
+	crash("backup.locked")
 	for i := range locked {
 		err := m.copyLocked(&locked[i], &out[i])
 		locked[i].hdr.lock.Unlock()

@@ -325,7 +325,7 @@ func TestBackupKilled(t *testing.T) {
 	}
 	var next atomic.Int64
 	next.Store(int64(pre) + 1)
-	runs := []string{"backup.first-lock", "backup.all-locked", "backup.filling"}
+	runs := []string{"backup.locking", "backup.locked", "backup.filling"}
 	random := 6
 	if testing.Short() {
 		random = 3
