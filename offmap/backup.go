@@ -105,7 +105,7 @@ func (m *Map) backupSegments() ([]backupSeg, BackupInfo, int64, error) {
 		s := m.segment(uint32(i))
 		out[i].slots = make([]uint64, 0, s.hdr.count.Load()+s.hdr.count.Load()/8+16)
 		out[i].areas = append(out[i].areas, touched(m.area0Len))
-		for k := 1; k <= m.maxExtent() && s.hdr.extents[k-1].Load() != 0; k++ {
+		for k := 1; k < m.extentCount(&s); k++ {
 			out[i].areas = append(out[i].areas, touched(m.extentChunks(k)<<m.chunkShift))
 		}
 	}
@@ -155,10 +155,7 @@ func (m *Map) copyLocked(s *segment, b *backupSeg) error {
 		}
 	}
 	area := s.base + int(m.hdr.AreaOff)
-	k := 1
-	for ; k <= m.maxExtent() && s.hdr.extents[k-1].Load() != 0; k++ {
-	}
-	areas := make([][]byte, k)
+	areas := make([][]byte, m.extentCount(s))
 	for j := range areas {
 		mem := s.mem[area : area+m.area0Len]
 		if j > 0 {
@@ -178,6 +175,16 @@ func (m *Map) copyLocked(s *segment, b *backupSeg) error {
 	}
 	b.areas = areas
 	return nil
+}
+
+// extentCount is how many extents s has, its first included: they are
+// added in order.
+func (m *Map) extentCount(s *segment) int {
+	k := 1
+	for k <= m.maxExtent() && s.hdr.extents[k-1].Load() != 0 {
+		k++
+	}
+	return k
 }
 
 // touched returns n bytes of memory with every page faulted in.

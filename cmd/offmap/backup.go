@@ -25,7 +25,9 @@ restore by stopping the processes that use FILE and moving DEST over it
 
 DEST must not exist; it appears only when complete and synced, so a
 backup that fails or is killed leaves nothing at DEST and FILE as it was.
-The backup takes segment locks: it needs write permission on FILE.
+The backup takes segment locks: it needs write permission on FILE, and
+memory for about FILE's entry space (the copy is made in memory first,
+so that writers wait only for that).
 'offmap dump' is not a backup: it reads each segment at its own instant.`,
 	examples: `  offmap backup clients.map /backup/clients-$(date +%F).map
   offmap backup --json clients.map clients.bak | jq .entries`,
