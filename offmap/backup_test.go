@@ -640,3 +640,64 @@ func allExited(cs []*childProc) bool {
 }
 
 func s64(n int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(n)) }
+
+// TestBackupReadersDoNotWait holds a backup at its instant (every segment
+// lock held): Get, ViewKeys and Range answer meanwhile, and a Put waits
+// until the backup lets its segment go, and is not in the copy.
+func TestBackupReadersDoNotWait(t *testing.T) {
+	dir := t.TempDir()
+	m, err := Open(filepath.Join(dir, "a.map"), Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 8, Segments: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 100 {
+		mustPut(t, m, fmt.Appendf(nil, "k%d", i), []byte("old"))
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	crashPoint = func(s string) {
+		if s == "backup.locked" {
+			close(held)
+			<-release
+		}
+	}
+	defer func() { crashPoint = nil }()
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.BackupTo(filepath.Join(dir, "b.map"))
+		done <- err
+	}()
+	<-held
+	if v, err := m.Get([]byte("k1")); err != nil || string(v) != "old" {
+		t.Fatalf("Get during the backup: %q %v", v, err)
+	}
+	if err := m.ViewKeys([][]byte{[]byte("k1"), []byte("k2")}, func(v [][]byte, found []bool) {}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := m.Range(func(k, v []byte) bool { n++; return true }); err != nil || n != 100 {
+		t.Fatalf("Range during the backup: %d entries, %v", n, err)
+	}
+	put := make(chan error, 1)
+	go func() { put <- m.Put([]byte("k1"), []byte("new")) }()
+	select {
+	case err := <-put:
+		t.Fatalf("a Put returned (%v) while the backup held every segment lock", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(filepath.Join(dir, "b.map"), Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if v, err := b.Get([]byte("k1")); err != nil || string(v) != "old" {
+		t.Fatalf("the copy holds k1 = %q (%v): a Put made after its instant", v, err)
+	}
+}
