@@ -29,8 +29,8 @@ type BackupInfo struct {
 // The copy has no writers and no watchers; queue.Open and offqueue verify
 // use it as it is, and appenders continue it from End.
 //
-// Each cycle is copied from this process's mapping, slot by slot up to
-// the end, with the bytes after the end left zero and the cycle's
+// Each cycle is copied from this process's mapping up to the end, which a
+// walk of its slots finds, with the bytes after the end left zero and the cycle's
 // header (its write hint, index and next-cycle words) made to agree with
 // that end. dest must not exist: the copy is built under a temporary name
 // beside it (".NAME.backup-PID") and renamed to dest when complete and
@@ -141,29 +141,31 @@ func (q *Queue) backupCycle(n uint32, path string, msgs *int64) (end uint32, nex
 	}
 	cut := w.off // the copy's bytes: [0, cut), then zeros
 	mem := w.mem
-	buf := make([]byte, cut)
-	shm.Load(buf, mem[:cut])
-	// The shared words of the header, as they agree with the cut.
+	// The header page, with its shared words as they agree with the cut;
+	// the slots go from the mapping to the file as they are, and then
+	// the index entries of messages past the cut are cleared.
+	head := make([]byte, dataStart)
+	shm.Load(head, mem[:dataStart])
 	le := binary.LittleEndian
 	if !sealed {
-		le.PutUint64(buf[nextOff:], 0)
-		le.PutUint64(buf[hintOff:], packHint(w.seq, w.off))
+		le.PutUint64(head[nextOff:], 0)
+		le.PutUint64(head[hintOff:], packHint(w.seq, w.off))
 	}
+	var clear [][2]int64 // [from, to) of the file
 	for a := range l1Entries {
 		o := l1Off + 8*a
-		arr := int64(le.Uint64(buf[o:]))
+		arr := int64(le.Uint64(head[o:]))
 		if arr == 0 {
 			continue
 		}
-		if arr+indexArrayBytes > cut {
-			le.PutUint64(buf[o:], 0) // an index array past the cut
+		if arr < dataStart || arr+indexArrayBytes > cut {
+			le.PutUint64(head[o:], 0) // an index array past the cut
 			continue
 		}
-		for e := range int64(indexEntries) {
-			s := (int64(a)*indexEntries + e) << q.spacing
-			if s >= int64(w.seq) {
-				le.PutUint64(buf[arr+e*8:], 0) // a message past the cut
-			}
+		// Entry e of array a is message (a*indexEntries + e) << spacing.
+		first := max(int64(0), (int64(w.seq)+(1<<q.spacing)-1)>>q.spacing-int64(a)*indexEntries)
+		if first < indexEntries {
+			clear = append(clear, [2]int64{arr + first*8, arr + indexArrayBytes})
 		}
 	}
 	// At least one free slot after the cut, in whole pages, as the queue
@@ -175,7 +177,20 @@ func (q *Queue) backupCycle(n uint32, path string, msgs *int64) (end uint32, nex
 	if sealed && (next == 0 || next-1 <= uint64(n)) {
 		return 0, 0, fmt.Errorf("%w: cycle %d is sealed but names cycle %d next", ErrCorrupt, n, int64(next)-1)
 	}
-	return w.seq, next, writeFileSynced(path, buf, size, q.fileMode())
+	return w.seq, next, writeFileSynced(path, size, q.fileMode(), func(f *os.File) error {
+		if _, err := f.Write(head); err != nil {
+			return err
+		}
+		if _, err := f.Write(mem[dataStart:cut]); err != nil {
+			return err
+		}
+		for _, r := range clear {
+			if _, err := f.WriteAt(make([]byte, r[1]-r[0]), r[0]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // backupMeta writes the copy's metadata file: the queue's header, the
@@ -206,17 +221,20 @@ func (q *Queue) backupMeta(path string, info *BackupInfo, any bool, last uint32)
 		shm.Load(b[base+16:base+16+int(n)], name)
 		info.Tailers++
 	}
-	return writeFileSynced(path, b, int64(len(b)), q.fileMode())
+	return writeFileSynced(path, int64(len(b)), q.fileMode(), func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	})
 }
 
-// writeFileSynced writes b at the start of a new file of size bytes (the
-// rest zero) at path, with permission mode, and syncs it.
-func writeFileSynced(path string, b []byte, size int64, mode os.FileMode) error {
+// writeFileSynced makes a new file of size bytes at path, with
+// permission mode, lets write fill it, and syncs it.
+func writeFileSynced(path string, size int64, mode os.FileMode, write func(f *os.File) error) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b)
+	err = write(f)
 	if err == nil {
 		err = f.Truncate(size)
 	}
