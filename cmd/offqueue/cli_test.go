@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -263,6 +264,7 @@ func TestStatsJSON(t *testing.T) {
 		IndexSpacing  int       `json:"index_spacing"`
 		MaxCycleSize  int64     `json:"max_cycle_size"`
 		Created       time.Time `json:"created"`
+		Checksums     bool      `json:"checksum_messages"`
 		Writers       []int     `json:"writers"`
 		Watchers      int       `json:"watchers"`
 		Cycles        []struct {
@@ -612,5 +614,44 @@ func TestDumpSkip(t *testing.T) {
 	}
 	if _, errOut, code := offqueue(t, "", "dump", "--skip", "-1", q); code != 2 || !strings.Contains(errOut, `invalid value "-1" for --skip: negative`) {
 		t.Fatalf("dump --skip -1: exit %d, %q", code, errOut)
+	}
+}
+
+// TestChecksumMessages: append --checksum-messages makes a queue whose
+// messages carry checksums, stats says so, and verify and dump report a
+// message whose bytes were damaged on disk.
+func TestChecksumMessages(t *testing.T) {
+	q := filepath.Join(t.TempDir(), "q")
+	if _, errOut, code := offqueue(t, "one\nsecret\n", "append", "--checksum-messages", q); code != 0 {
+		t.Fatalf("append: exit %d %s", code, errOut)
+	}
+	out, _, code := offqueue(t, "", "stats", q)
+	if code != 0 || !strings.Contains(out, "checksums  every message") || !strings.Contains(out, "format     3") {
+		t.Fatalf("stats: exit %d\n%s", code, out)
+	}
+	if _, _, code := offqueue(t, "", "verify", q); code != 0 {
+		t.Fatalf("verify of a sound queue: exit %d", code)
+	}
+	cycles, _ := filepath.Glob(filepath.Join(q, "*.oq"))
+	if len(cycles) != 1 {
+		t.Fatalf("cycle files %q", cycles)
+	}
+	b, err := os.ReadFile(cycles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, []byte("secret"))
+	if at < 0 {
+		t.Fatal("message not found in the cycle file")
+	}
+	b[at] = 'S'
+	if err := os.WriteFile(cycles[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := offqueue(t, "", "verify", q); code == 0 || !strings.Contains(out+errOut, "fails its checksum") {
+		t.Errorf("verify of a damaged message: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := offqueue(t, "", "dump", q); code == 0 || !strings.Contains(out, "one") || strings.Contains(out, "Secret") || !strings.Contains(errOut, "fails its checksum") {
+		t.Errorf("dump of a damaged message: exit %d\n%s%s", code, out, errOut)
 	}
 }
