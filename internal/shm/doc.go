@@ -44,7 +44,7 @@
 //
 // The portable files build for darwin || (linux && offmap_portable), the
 // native ones for linux && !offmap_portable. What the fallbacks cost is in
-// the README and docs/BENCHMARKS.md.
+// docs/PLATFORMS.md and docs/BENCHMARKS.md.
 //
 // # Liveness
 //
