@@ -24,6 +24,9 @@ type Stats struct {
 	Writers          []int // pids holding a writer lease
 	Tailers          []TailerStats
 	Watchers         int // processes watching the doorbell
+	// Wakeups says how this process, asleep in Wait, is woken by an
+	// append in another: "futex_waitv", or a poll and why.
+	Wakeups string
 }
 
 // CycleStats describes one cycle file.
@@ -57,6 +60,7 @@ func (q *Queue) Stats() (Stats, error) {
 		Dir:              q.dir,
 		FormatVersion:    int(q.meta.Version),
 		ChecksumMessages: q.checksums,
+		Wakeups:          shm.WakeupMode(),
 		Roll:             q.meta.Roll,
 		IndexSpacing:     int(q.meta.IndexSpacing),
 		MaxCycleSize:     q.meta.MaxCycleSize,

@@ -56,6 +56,7 @@ type statsJSON struct {
 	MaxCycleSize  int64        `json:"max_cycle_size"`
 	Created       time.Time    `json:"created"`
 	Checksums     bool         `json:"checksum_messages"`
+	Wakeups       string       `json:"wakeups"`  // how a process asleep in Wait is woken by another's append
 	Writers       []int        `json:"writers"`  // pids holding a writer lease
 	Watchers      int          `json:"watchers"` // processes watching for appends
 	Cycles        []cycleJSON  `json:"cycles"`
@@ -115,7 +116,7 @@ func runStats(c *cli, args []string) error {
 	fmt.Fprintf(w, "queue      %s\nformat     %d\nroll       %s\nspacing    %d\nmax cycle  %s\ncreated    %s\n",
 		out.Dir, out.FormatVersion, out.Roll, out.IndexSpacing, cliargs.FormatSize(out.MaxCycleSize), out.Created.Format(time.RFC3339))
 	fmt.Fprintf(w, "checksums  %s\n", map[bool]string{true: "every message", false: "none"}[out.Checksums])
-	fmt.Fprintf(w, "writers    %s\nwatchers   %d\n", writersText(out.Writers), out.Watchers)
+	fmt.Fprintf(w, "writers    %s\nwatchers   %d\nwake-ups   %s\n", writersText(out.Writers), out.Watchers, out.Wakeups)
 	fmt.Fprintf(w, "cycles     %d\n", len(out.Cycles))
 	for _, c := range out.Cycles {
 		state := c.State
@@ -187,6 +188,7 @@ func statsOf(st queue.Stats) statsJSON {
 		IndexSpacing: st.IndexSpacing, MaxCycleSize: st.MaxCycleSize,
 		Created:   st.Created.UTC(),
 		Checksums: st.ChecksumMessages,
+		Wakeups:   st.Wakeups,
 		Writers:   append([]int{}, st.Writers...),
 		Watchers:  st.Watchers,
 		Cycles:    []cycleJSON{},
