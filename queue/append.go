@@ -270,8 +270,15 @@ func (q *Queue) armRoll(end time.Time) {
 		q.rollAt.Store(end.UnixNano())
 		return
 	}
+	d := time.Until(end)
+	if d <= 0 {
+		// Already due (a process attaching to a cycle whose time is up):
+		// at once, not when a timer goroutine gets to run, so that its
+		// first append goes to the cycle of the clock.
+		q.rollFlag.Store(true)
+		return
+	}
 	q.rollFlag.Store(false)
-	d := max(time.Until(end), 0)
 	if q.rollTimer == nil {
 		q.rollTimer = time.AfterFunc(d, func() { q.rollFlag.Store(true) })
 	} else {

@@ -347,24 +347,31 @@ func TestStatsJSON(t *testing.T) {
 // the acknowledged index as numbers beside CYCLE:SEQ.
 func TestStatsLag(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "q")
-	lib, err := queue.Open(dir, queue.Options{Roll: queue.Fast})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
 	// Four batches of 10, 20, 30 and 40 messages, each in a later cycle
-	// file than the last (a batch may span two).
+	// file than the last (a batch may span two): each by a new open,
+	// whose first append goes to the cycle of the clock (an open queue
+	// rolls when its timer fires, late on a loaded machine).
 	var all []uint64
 	for _, n := range []int{10, 20, 30, 40} {
+		q, err := queue.Open(dir, queue.Options{Roll: queue.Fast})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range n {
-			x, err := lib.Append([]byte(strconv.Itoa(i)))
+			x, err := q.Append([]byte(strconv.Itoa(i)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			all = append(all, x)
 		}
+		q.Close()
 		time.Sleep(120 * time.Millisecond)
 	}
+	lib, err := queue.Open(dir, queue.Options{Roll: queue.Fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
 	cs, err := lib.Cycles()
 	if err != nil || len(cs) < 4 {
 		t.Fatalf("cycles %v %v", cs, err)
