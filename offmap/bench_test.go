@@ -572,3 +572,24 @@ func benchTransfer(b *testing.B, atomically bool) {
 		b.Fatalf("the two accounts sum to %d, want 0", int64(sum))
 	}
 }
+
+// BenchmarkGetMany is BenchmarkGet's lookups, 256 keys to a GetMany call:
+// their cache misses overlap (docs/BENCHMARKS.md compares it with
+// BenchmarkGet and BenchmarkGoMapRWMutexGet, per lookup).
+func BenchmarkGetMany(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	var sink int
+	fn := func(_ int, v []byte, _ bool) { sink += len(v) }
+	const per = 256
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += per {
+		start := done % benchEntries
+		end := min(start+per, benchEntries, start+b.N-done)
+		if err := m.GetMany(keys[start:end], fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = sink
+}

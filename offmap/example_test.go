@@ -464,3 +464,29 @@ func damage(path string, what []byte) {
 		log.Fatal(err)
 	}
 }
+
+// GetMany looks up a batch of keys, overlapping their cache misses: on a
+// large map several times the throughput of one Get after another.
+func ExampleMap_GetMany() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	m.Put([]byte("alice"), []byte("admin"))
+	m.Put([]byte("carol"), []byte("viewer"))
+
+	keys := [][]byte{[]byte("alice"), []byte("bob"), []byte("carol")}
+	err = m.GetMany(keys, func(i int, value []byte, found bool) {
+		fmt.Printf("%s: %q %v\n", keys[i], value, found)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// alice: "admin" true
+	// bob: "" false
+	// carol: "viewer" true
+}

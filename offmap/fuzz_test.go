@@ -108,6 +108,7 @@ func exercise(m *Map) {
 		m.Get(tx[i])
 	}
 	m.ViewKeys(tx, func([][]byte, []bool) {})
+	m.GetMany(tx, func(int, []byte, bool) {})
 	m.Range(func(k, v []byte) bool { return true })
 	m.Stats()
 	m.Check()
@@ -327,6 +328,15 @@ func FuzzOperations(f *testing.F) {
 						if found[i] != ok || string(vs[i]) != want {
 							t.Fatalf("ViewKeys(%q) = %q %v, want %q %v", kk, vs[i], found[i], want, ok)
 						}
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = m.GetMany(keys, func(i int, v []byte, found bool) {
+					want, ok := model[string(keys[i])]
+					if found != ok || string(v) != want {
+						t.Fatalf("GetMany(%q) = %q %v, want %q %v", keys[i], v, found, want, ok)
 					}
 				})
 				if err != nil {

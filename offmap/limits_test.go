@@ -92,3 +92,60 @@ func TestReserveErrorSaysWhatToChange(t *testing.T) {
 		}
 	}
 }
+
+// TestTenThousandDefaultMaps: one process opens 10,000 small maps made
+// with the default MaxFileSize and keeps them all open. At the old
+// default, 64 GiB of address space each, Open failed near 2,000.
+func TestTenThousandDefaultMaps(t *testing.T) {
+	const n = 10_000
+	switch {
+	case testing.Short():
+		t.Skip("creates 10,000 map files")
+	case raceEnabled:
+		t.Skip("the race detector's shadow memory leaves a process a few TiB of address space")
+	case reexec.Emulated():
+		t.Skip("qemu-user keeps a descriptor per reserved page")
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur < n+1000 {
+		t.Skipf("needs %d open files (ulimit -n is %d)", n+1000, rl.Cur)
+	}
+	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v < 4*n {
+			t.Skipf("needs vm.max_map_count of %d (it is %d)", 4*n, v)
+		}
+	}
+	// On tmpfs where there is one: creating a map syncs it, and 10,000
+	// syncs on a disk take most of a minute.
+	dir := t.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "offmap-maps-"); err == nil {
+			dir = d
+			t.Cleanup(func() { os.RemoveAll(d) })
+		}
+	}
+	maps := make([]*Map, 0, n)
+	t.Cleanup(func() {
+		for _, m := range maps {
+			m.Close()
+		}
+	})
+	for i := range n {
+		m, err := Open(filepath.Join(dir, fmt.Sprintf("%05d.map", i)), Options{Entries: 64})
+		if err != nil {
+			t.Fatalf("map %d: %v", i, err)
+		}
+		maps = append(maps, m)
+		if err := m.Put([]byte("k"), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatalf("map %d: %v", i, err)
+		}
+	}
+	if got := maps[0].Stats().MaxFileSize; got != 1<<30 {
+		t.Errorf("a small map's default MaxFileSize is %d, want 1 GiB", got)
+	}
+	for i, m := range maps {
+		if v, err := m.Get([]byte("k")); err != nil || string(v) != strconv.Itoa(i) {
+			t.Fatalf("map %d: Get = %q, %v", i, v, err)
+		}
+	}
+}

@@ -48,11 +48,14 @@ type Options struct {
 	// full). Every process reserves this much address space for the map
 	// while it has it open (it costs no memory), so that value handles
 	// never move; the process's address space bounds how many maps it can
-	// have open at once: about 2,000 at the default in the 128 TiB of a
-	// Linux amd64 process, fewer under an address-space limit (ulimit -v),
-	// where Open says so. Zero means 64 GiB, or 4 times the starting size
-	// if that is more. Only at creation ('offmap copy --max-file-size'
-	// rewrites a map with another).
+	// have open at once, fewer under an address-space limit (ulimit -v),
+	// where Open says so. Zero means 1024 times the starting size, at
+	// least 1 GiB and at most 64 GiB (or 4 times the starting size, if
+	// that is more): a map of the zero Options reserves 1 GiB, and the
+	// 128 TiB of a Linux amd64 process hold over 100,000 of them (open
+	// files, ulimit -n, and vm.max_map_count, 65,530 mappings by default
+	// and two per map, bind first). Only at creation
+	// ('offmap copy --max-file-size' rewrites a map with another).
 	MaxFileSize int64
 	// ChecksumEntries keeps a checksum in every entry (as Chronicle Map's
 	// checksumEntries), which Check, Recover and offmap verify use to find
@@ -121,10 +124,26 @@ const (
 	spreadSigmas     = 4.5  // headroom for uneven hashing, in std deviations
 )
 
-// defaultMaxFile is MaxFileSize's default (or 4 times the starting size,
-// if more). A variable so that tests under qemu-user, which keeps a
-// descriptor per page of reserved address space, can lower it.
-var defaultMaxFile int64 = 64 << 30
+// defaultMaxFile is the largest default MaxFileSize, and minDefaultMaxFile
+// the smallest: by default a map may grow to 1024 times its starting
+// size, within these bounds (and to at least 4 times its starting size).
+// Every open map holds its MaxFileSize of address space, so the default
+// scales with the map: a small map reserves 1 GiB, so that one process
+// can open 10,000 of them (TestTenThousandDefaultMaps), where 64 GiB
+// each allowed 2,000.
+// Variables so that tests under qemu-user, which keeps a descriptor per
+// page of reserved address space, can lower them.
+var (
+	defaultMaxFile    int64 = 64 << 30
+	minDefaultMaxFile int64 = 1 << 30
+)
+
+// defaultLimit is MaxFileSize's default for a map that starts at
+// fileSize bytes.
+func defaultLimit(fileSize int64) int64 {
+	limit := min(max(1024*fileSize, minDefaultMaxFile), defaultMaxFile)
+	return min(max(limit, 4*fileSize), maxFileSize)
+}
 
 func (o Options) lockTimeout() time.Duration {
 	switch {
@@ -257,7 +276,7 @@ func plan(o Options, seed uint64) (header, error) {
 	limit := o.MaxFileSize
 	switch {
 	case limit == 0:
-		limit = min(max(defaultMaxFile, 4*fileSize), maxFileSize)
+		limit = defaultLimit(fileSize)
 	case limit < fileSize:
 		return h, invalid("MaxFileSize %d is below the %d bytes the map starts with", o.MaxFileSize, fileSize)
 	case limit > maxFileSize:

@@ -95,7 +95,11 @@ func (m *Map) readValue(dst, key []byte, wantValue bool) ([]byte, bool, error) {
 	if len(key) > int(m.hdr.MaxKey) {
 		return dst, false, nil
 	}
-	h := m.hash(key)
+	return m.readHashed(dst, key, m.hash(key), wantValue)
+}
+
+// readHashed is readValue for a key of hash h, no longer than MaxKey.
+func (m *Map) readHashed(dst, key []byte, h keyHash, wantValue bool) ([]byte, bool, error) {
 	// The common case in as few instructions as possible, so that the CPU
 	// overlaps the cache misses of consecutive lookups: no writer at work,
 	// and the key found or cleanly absent.

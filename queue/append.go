@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -46,7 +47,11 @@ func (q *Queue) Reserve(n int) (Writing, error) {
 		if err != nil {
 			return Writing{}, err
 		}
-		seq, off, hdr, err := c.claim(n, flagBusy, q.writerBits)
+		stored := n
+		if q.checksums {
+			stored += sumSize
+		}
+		seq, off, hdr, err := c.claim(stored, flagBusy, q.writerBits)
 		switch {
 		case err == errEOF:
 			err = q.advance(c, 0)
@@ -62,8 +67,8 @@ func (q *Queue) Reserve(n int) (Writing, error) {
 		if seq&(1<<q.spacing-1) == 0 {
 			c.recordIndex(seq, off, q.writerBits)
 		}
-		mem := c.mem()
-		return Writing{c: c, off: off, seq: seq, hdr: hdr, buf: mem[off+8 : off+8+int64(n) : off+8+int64(n)]}, nil
+		p := off + 8 + int64(stored-n)
+		return Writing{c: c, off: off, seq: seq, hdr: hdr, buf: c.mem()[p : p+int64(n) : p+int64(n)]}, nil
 	}
 }
 
@@ -138,6 +143,11 @@ func (w *Writing) Commit() (uint64, error) {
 	// the slot: it steps over it alone, and the message stays for others.)
 	q := c.q
 	idx := Index(c.num, w.seq)
+	if q.checksums {
+		// Before the header's release: a reader that sees the message
+		// complete sees its checksum.
+		binary.LittleEndian.PutUint64(c.mem()[w.off+8:], messageSum(w.buf, idx))
+	}
 	ok := shm.U64(c.mem(), int(w.off)).CompareAndSwap(w.hdr, w.hdr&^flagBusy)
 	c.release()
 	if !ok && q.closed.Load() {
@@ -260,8 +270,15 @@ func (q *Queue) armRoll(end time.Time) {
 		q.rollAt.Store(end.UnixNano())
 		return
 	}
+	d := time.Until(end)
+	if d <= 0 {
+		// Already due (a process attaching to a cycle whose time is up):
+		// at once, not when a timer goroutine gets to run, so that its
+		// first append goes to the cycle of the clock.
+		q.rollFlag.Store(true)
+		return
+	}
 	q.rollFlag.Store(false)
-	d := max(time.Until(end), 0)
 	if q.rollTimer == nil {
 		q.rollTimer = time.AfterFunc(d, func() { q.rollFlag.Store(true) })
 	} else {

@@ -55,12 +55,14 @@ func (t *Tailer) Prev() (uint64, []byte, error) {
 		if h&(flagBusy|flagSkipped|flagEOF) != 0 || h == 0 {
 			continue
 		}
-		n := int64(h & lenMask)
 		if _, err := t.c.slotEnd(&t.mem, t.off, h); err != nil {
 			return 0, nil, err
 		}
-		p := t.off + 8
-		return Index(t.c.num, t.seq), t.mem[p : p+n : p+n], nil
+		msg, err := t.message(h)
+		if err != nil {
+			return 0, nil, err
+		}
+		return Index(t.c.num, t.seq), msg, nil
 	}
 }
 

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"strconv"
 	"testing"
 	"unsafe"
 )
@@ -77,6 +78,46 @@ func BenchmarkRawAppendRead48(b *testing.B) {
 		}
 		if _, _, err := tl.Next(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The cost of Options.ChecksumMessages: append, and read with Next, of
+// 16- and 256-byte messages, with checksums off and on (docs/BENCHMARKS.md).
+// Reads go over messages appended before the timer starts.
+func BenchmarkChecksumMessages(b *testing.B) {
+	for _, sums := range []string{"off", "on"} {
+		o := Options{BlockSize: 4 << 20, ChecksumMessages: sums == "on"}
+		for _, size := range []int{16, 256} {
+			msg := make([]byte, size)
+			b.Run("append/"+strconv.Itoa(size)+"/"+sums, func(b *testing.B) {
+				q := openT(b, b.TempDir(), o)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := q.Append(msg); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("read/"+strconv.Itoa(size)+"/"+sums, func(b *testing.B) {
+				q := openT(b, b.TempDir(), o)
+				for i := 0; i < b.N; i++ {
+					if _, err := q.Append(msg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				tl := tailerT(b, q)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, _, err := tl.Next(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

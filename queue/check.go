@@ -218,6 +218,12 @@ func (q *Queue) checkCycle(n uint32) (cl cycleCheck, lost []IndexRange) {
 			addLost(w.seq)
 		case h&flagBusy != 0 && q.writerDead(h):
 			addLost(w.seq)
+		case h&flagBusy == 0 && q.checksums:
+			if _, err := w.c.slotEnd(&w.mem, w.off, h); err == nil { // else step reports it
+				if _, err := checkedPayload(w.mem, w.off+8, int64(h&lenMask), Index(n, w.seq)); err != nil {
+					problem("message %d:%d %v", n, w.seq, err)
+				}
+			}
 		}
 		if h&flagMeta == 0 && w.seq&(1<<q.spacing-1) == 0 {
 			indexed[w.seq] = w.off

@@ -21,7 +21,7 @@ import (
 //
 //	off   size  field
 //	  0      8  magic "OFFQUEUE"
-//	  8      4  format version (2)
+//	  8      4  format version (2; 3 when flags are set)
 //	 12      4  metadata file size (16384)
 //	 16      4  roll cycle (1 daily, 2 hourly, 3 minutely, 4 secondly, 5 fast)
 //	 20      4  index spacing (power of two)
@@ -29,7 +29,9 @@ import (
 //	 32      8  epoch: start of cycle 0, Unix seconds
 //	 40      8  maximum cycle file size
 //	 48      8  creation time, Unix nanoseconds
-//	 56    192  reserved, zero
+//	 56      4  flags (version 3; zero in version 2):
+//	              bit 0  messages carry checksums (Options.ChecksumMessages)
+//	 60    188  reserved, zero
 //	248      8  checksum: xxhash64 of bytes [0, 248)
 //	256     16  lock (internal/shm Mutex): leases and named tailers
 //	320      8  latest cycle + 1 (0: no cycle file yet)
@@ -71,6 +73,11 @@ import (
 //	bit  62     end of cycle: the next message is in the next cycle file
 //	bit  63     not complete: the writer is still writing the payload
 //
+// In a queue whose flags say messages carry checksums, a message's
+// payload (the length in its header counts it) starts with its checksum,
+// messageSum of the rest (the bytes appended) and its index; index
+// arrays, padding and skipped slots carry none.
+//
 // A header of 0 is a free slot (a metadata header has bit 60 set, so it
 // is never 0 either). The first slot of a cycle is padding: metadata of 1
 // to 63 cache lines in all, drawn at random (see startPad). An index array is a metadata slot whose
@@ -85,6 +92,12 @@ const (
 	// Opening a version 1 queue for writing while no other process has
 	// it open upgrades it in place (upgradeMetaInPlace).
 	formatVersion = 2
+	// flagsVersion is queue.meta's version with a flags word: a queue
+	// made with a flag set is written at it, so that a build of version 2,
+	// which would read a message's checksum as its first bytes, refuses
+	// it; one with none stays at formatVersion, readable by such builds.
+	// The two differ in nothing else.
+	flagsVersion = 3
 	// pidTokenVersion is queue.meta's version 1.
 	pidTokenVersion = 1
 	// cycleVersion is the cycle files': unchanged since version 1.
@@ -95,6 +108,7 @@ const (
 	cycleSuffix  = ".oq"
 
 	metaSize        = 16384
+	metaFlagsOff    = 56
 	metaChecksumOff = 248
 	metaLockOff     = 256
 	metaLatestOff   = 320
@@ -137,6 +151,25 @@ const (
 	writerMask  = (1<<28 - 1) << leaseShift
 )
 
+// queue.meta's flags.
+const (
+	flagChecksums = 1 << 0
+	knownFlags    = flagChecksums
+)
+
+// sumSize is the size of a message's checksum, in a queue of checksummed
+// messages.
+const sumSize = 8
+
+// messageSum is the checksum of the message msg of index idx: the
+// xxhash64 of its bytes, XOR its index times 2^64 divided by the golden
+// ratio (an odd number, so that distinct indexes give distinct masks). A
+// message read at another index than it was appended at, as a walk
+// thrown off by a damaged length would read it, fails too.
+func messageSum(msg []byte, idx uint64) uint64 {
+	return xxhash.Sum64(msg) ^ idx*0x9e3779b97f4a7c15
+}
+
 // maxMessage is the largest payload: lengths past it are corrupt.
 const maxMessage = 1 << 30
 
@@ -150,6 +183,7 @@ type metaHeader struct {
 	Epoch        int64
 	MaxCycleSize int64
 	Created      int64
+	Flags        uint32 // version flagsVersion only
 }
 
 func (h *metaHeader) encode() []byte {
@@ -164,6 +198,7 @@ func (h *metaHeader) encode() []byte {
 	le.PutUint64(b[32:], uint64(h.Epoch))
 	le.PutUint64(b[40:], uint64(h.MaxCycleSize))
 	le.PutUint64(b[48:], uint64(h.Created))
+	le.PutUint32(b[metaFlagsOff:], h.Flags)
 	le.PutUint64(b[metaChecksumOff:], xxhash.Sum64(b[:metaChecksumOff]))
 	return b
 }
@@ -174,7 +209,7 @@ func (h *metaHeader) encode() []byte {
 // upgrade or refuse.
 func decodeMeta(b []byte, fileSize int64) (*metaHeader, error) {
 	le := binary.LittleEndian
-	if err := shm.CheckHeader(b, fileSize, metaMagic, pidTokenVersion, formatVersion, metaSize, metaChecksumOff); err != nil {
+	if err := shm.CheckHeader(b, fileSize, metaMagic, pidTokenVersion, flagsVersion, metaSize, metaChecksumOff); err != nil {
 		return nil, err
 	}
 	h := &metaHeader{
@@ -185,8 +220,13 @@ func decodeMeta(b []byte, fileSize int64) (*metaHeader, error) {
 		Epoch:        int64(le.Uint64(b[32:])),
 		MaxCycleSize: int64(le.Uint64(b[40:])),
 		Created:      int64(le.Uint64(b[48:])),
+		Flags:        le.Uint32(b[metaFlagsOff:]),
 	}
 	switch {
+	case h.Version < flagsVersion && h.Flags != 0, h.Version == flagsVersion && h.Flags == 0:
+		return nil, fmt.Errorf("%w: flags %#x in version %d", ErrCorrupt, h.Flags, h.Version)
+	case h.Flags&^knownFlags != 0:
+		return nil, fmt.Errorf("%w: flags %#x: this build knows %#x", ErrVersion, h.Flags, knownFlags)
 	case le.Uint32(b[12:]) != metaSize:
 		return nil, fmt.Errorf("%w: metadata size %d", ErrCorrupt, le.Uint32(b[12:]))
 	case !h.Roll.valid() || h.Roll.Length() != h.RollLength:

@@ -43,7 +43,7 @@ func TestBadMetadata(t *testing.T) {
 	}{
 		{"empty", func(b []byte) []byte { return nil }, ErrEmptyFile},
 		{"foreign", func(b []byte) []byte { copy(b, "NOTQUEUE"); return b }, ErrForeign},
-		{"future version", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], formatVersion+1); return b }, ErrVersion},
+		{"future version", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], flagsVersion+1); return b }, ErrVersion},
 		{"truncated", func(b []byte) []byte { return b[:100] }, ErrTruncated},
 		{"checksum", func(b []byte) []byte { b[20] ^= 1; return b }, ErrCorrupt},
 	}

@@ -124,6 +124,13 @@ func runHelper(role, dir, args string) int {
 		select {}
 	case "latency-reader": // wait mode, messages, warm-up: record and print latency
 		return latencyReader(q, WaitMode(a[0]), a[1], a[2])
+	case "wait-once-stats": // print Stats.Wakeups, then as wait-once
+		st, err := q.Stats()
+		if err != nil {
+			return 1
+		}
+		fmt.Printf("wakeups %s\n", st.Wakeups)
+		fallthrough
 	case "wait-once": // [doorbell recheck, seconds]: block until one message, print it
 		if len(a) > 0 {
 			bellRecheck = time.Duration(a[0]) * time.Second

@@ -110,9 +110,13 @@ func (s *shard) run() {
 		s.mu.Unlock()
 		// A doorbell unmapped meanwhile makes the call fail (EFAULT)
 		// or sleep until the kick that unwatch sends: both are fine.
-		if err := shm.FutexWaitv(vec, bellRecheck); err != nil {
-			// No FUTEX_WAITV (a kernel before 5.16, a seccomp filter) or
-			// a doorbell unmapped meanwhile: poll instead of spinning.
+		if shm.WaitvMissing() {
+			// No FUTEX_WAITV (a kernel before 5.16, a seccomp filter):
+			// poll. Wake-ups within the process stay immediate
+			// (notify fires this process's listeners itself).
+			time.Sleep(time.Millisecond)
+		} else if err := shm.FutexWaitv(vec, bellRecheck); err != nil {
+			// A doorbell unmapped meanwhile: poll instead of spinning.
 			time.Sleep(time.Millisecond)
 		}
 		s.mu.Lock()

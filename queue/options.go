@@ -74,6 +74,18 @@ type Options struct {
 	// disk (a multiple of 4096). Small steps suit many small queues;
 	// large ones, few busy queues. Zero means 256 KiB.
 	BlockSize int
+	// ChecksumMessages makes every message carry a checksum (xxhash64,
+	// 8 bytes more per message, as Kafka checksums each batch), which
+	// every read checks: a message whose bytes or length word were
+	// damaged on disk, or by a stray write through the mapping, is an
+	// ErrCorrupt instead of wrong bytes. Readers of a queue without it
+	// check its slots against the sparse index, which catches a damaged
+	// length within IndexSpacing messages but not a damaged payload.
+	// docs/BENCHMARKS.md gives the cost. Only at creation; opening an
+	// existing queue without checksums with it set is an
+	// ErrOptionsMismatch, and zero takes the queue's.
+	ChecksumMessages bool
+
 	// ReadOnly opens the queue for reading only: appends and
 	// acknowledgements return ErrReadOnly.
 	ReadOnly bool
@@ -211,6 +223,9 @@ func (o Options) newMeta(now time.Time) metaHeader {
 		h.MaxCycleSize = defaultMaxCycleSize
 	}
 	h.RollLength = h.Roll.Length()
+	if o.ChecksumMessages {
+		h.Version, h.Flags = flagsVersion, flagChecksums
+	}
 	return h
 }
 
@@ -221,6 +236,8 @@ func (o Options) matches(h *metaHeader) error {
 		return fmt.Errorf("%w: roll cycle %v, the queue's is %v", ErrOptionsMismatch, o.Roll, h.Roll)
 	case o.MaxCycleSize != 0 && o.MaxCycleSize != h.MaxCycleSize:
 		return fmt.Errorf("%w: MaxCycleSize %d, the queue's is %d", ErrOptionsMismatch, o.MaxCycleSize, h.MaxCycleSize)
+	case o.ChecksumMessages && h.Flags&flagChecksums == 0:
+		return fmt.Errorf("%w: ChecksumMessages, the queue's messages carry no checksums", ErrOptionsMismatch)
 	case o.IndexSpacing != 0 && uint32(o.IndexSpacing) != h.IndexSpacing:
 		return fmt.Errorf("%w: IndexSpacing %d, the queue's is %d", ErrOptionsMismatch, o.IndexSpacing, h.IndexSpacing)
 	}

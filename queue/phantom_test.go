@@ -16,20 +16,22 @@ import (
 // the next header read as one) must also report ErrCorrupt. The walk is
 // checked against the sparse index at each index boundary and against the
 // write hint where it ends; damage is caught by the first such check
-// after it. (A checksum per message would catch the damaged message
-// itself; the length word alone cannot.)
+// after it. The length word alone cannot tell a message that reads
+// shorter, or longer by its zero padding, within its slot; with
+// ChecksumMessages no read returns a message never appended at all.
 func TestDamagedSlotLength(t *testing.T) {
 	defer func(g func() int) { startPadLines = g }(startPadLines)
 	startPadLines = func() int { return 3 }
 	const n, spacing = 26, 4
-	for _, sealed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sealed %v", sealed), func(t *testing.T) {
+	for _, tc := range []struct{ sealed, sums bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		sealed := tc.sealed
+		t.Run(fmt.Sprintf("sealed %v checksums %v", sealed, tc.sums), func(t *testing.T) {
 			if sealed && testing.Short() {
 				t.Skip("-short: the open cycle only")
 			}
 			dir := t.TempDir()
 			clk := newClock()
-			q := openT(t, dir, Options{IndexSpacing: spacing, Roll: Minutely, clock: clk.Now, BlockSize: 64 << 10, MaxCycleSize: 1 << 20})
+			q := openT(t, dir, Options{IndexSpacing: spacing, Roll: Minutely, clock: clk.Now, BlockSize: 64 << 10, MaxCycleSize: 1 << 20, ChecksumMessages: tc.sums})
 			want := map[uint64]string{}
 			for i := range n {
 				m := msgOf(i)[:4+i%11]
@@ -83,6 +85,14 @@ func TestDamagedSlotLength(t *testing.T) {
 						}
 					}
 					if len(bogus) == 0 {
+						if errors.Is(err, ErrCorrupt) {
+							caught++
+						}
+						continue
+					}
+					if tc.sums {
+						t.Errorf("slot %d's length %d damaged to %d: a checksummed queue read %d messages never appended (%q), then %v",
+							i, l, bad, len(bogus), bogus, err)
 						continue
 					}
 					if slotSize(uint64(bad)) == slotSize(uint64(l)) && len(bogus) == 2 && bogus[0] == bogus[1] {
@@ -102,7 +112,7 @@ func TestDamagedSlotLength(t *testing.T) {
 					caught++
 				}
 			}
-			t.Logf("%d damages: %d change one message's length within its slot; %d make the walk read messages never appended, %d of them then ErrCorrupt",
+			t.Logf("%d damages: %d change one message's length within its slot; %d make the walk read messages never appended; %d reads end in ErrCorrupt",
 				damages, sameSize, phantoms, caught)
 		})
 	}

@@ -25,6 +25,7 @@ type Queue struct {
 	wcur       atomic.Pointer[cycle] // the cycle appends go to (holds a reference)
 	rollFlag   atomic.Bool           // without a test clock: raised by rollTimer at its end
 	clocked    bool                  // opts.clock is set
+	checksums  bool                  // messages carry checksums (flagChecksums)
 	spacing    uint                  // log2 of the index spacing
 	writerBits uint64                // this process's lease in slot headers
 	maxAppend  int64                 // the largest message a cycle file can take
@@ -174,27 +175,31 @@ func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) 
 	}
 	m := mp.Bytes()
 	q := &Queue{
-		dir:      dir,
-		opts:     o,
-		meta:     *h,
-		readOnly: readOnly,
-		witness:  w,
-		spacing:  uint(bits.TrailingZeros32(h.IndexSpacing)),
-		metaFile: f,
-		metaMap:  mp,
-		lock:     shm.MutexAt(m, metaLockOff),
-		latest:   shm.U64(m, metaLatestOff),
-		bell:     shm.U32(m, metaBellOff),
-		sleepers: shm.U32(m, metaSleepersOff),
-		leases:   shm.U64s(m, leaseTableOff, 2*maxLeases),
-		tailers:  m[tailerTableOff : tailerTableOff+maxNamedTailers*tailerSlotSize],
-		cycles:   make(map[uint32]*cycle),
-		tailSet:  make(map[*Tailer]struct{}),
-		leaseIdx: -1,
-		clocked:  o.clock != nil,
+		dir:       dir,
+		opts:      o,
+		meta:      *h,
+		readOnly:  readOnly,
+		witness:   w,
+		spacing:   uint(bits.TrailingZeros32(h.IndexSpacing)),
+		metaFile:  f,
+		metaMap:   mp,
+		lock:      shm.MutexAt(m, metaLockOff),
+		latest:    shm.U64(m, metaLatestOff),
+		bell:      shm.U32(m, metaBellOff),
+		sleepers:  shm.U32(m, metaSleepersOff),
+		leases:    shm.U64s(m, leaseTableOff, 2*maxLeases),
+		tailers:   m[tailerTableOff : tailerTableOff+maxNamedTailers*tailerSlotSize],
+		cycles:    make(map[uint32]*cycle),
+		tailSet:   make(map[*Tailer]struct{}),
+		leaseIdx:  -1,
+		clocked:   o.clock != nil,
+		checksums: h.Flags&flagChecksums != 0,
 		// Room for the message, the cycle's first index array and the
 		// header that follows the last slot.
 		maxAppend: min(maxMessage, h.MaxCycleSize-dataStart-indexArrayBytes-16),
+	}
+	if q.checksums {
+		q.maxAppend -= sumSize
 	}
 	if alone {
 		q.recoverAlone()

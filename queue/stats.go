@@ -17,10 +17,16 @@ type Stats struct {
 	IndexSpacing  int
 	MaxCycleSize  int64
 	Created       time.Time
-	Cycles        []CycleStats
-	Writers       []int // pids holding a writer lease
-	Tailers       []TailerStats
-	Watchers      int // processes watching the doorbell
+	// ChecksumMessages: every message carries a checksum
+	// (Options.ChecksumMessages).
+	ChecksumMessages bool
+	Cycles           []CycleStats
+	Writers          []int // pids holding a writer lease
+	Tailers          []TailerStats
+	Watchers         int // processes watching the doorbell
+	// Wakeups says how this process, asleep in Wait, is woken by an
+	// append in another: "futex_waitv", or a poll and why.
+	Wakeups string
 }
 
 // CycleStats describes one cycle file.
@@ -51,12 +57,14 @@ type TailerStats struct {
 // maps each cycle file in turn.
 func (q *Queue) Stats() (Stats, error) {
 	st := Stats{
-		Dir:           q.dir,
-		FormatVersion: formatVersion,
-		Roll:          q.meta.Roll,
-		IndexSpacing:  int(q.meta.IndexSpacing),
-		MaxCycleSize:  q.meta.MaxCycleSize,
-		Created:       time.Unix(0, q.meta.Created),
+		Dir:              q.dir,
+		FormatVersion:    int(q.meta.Version),
+		ChecksumMessages: q.checksums,
+		Wakeups:          shm.WakeupMode(),
+		Roll:             q.meta.Roll,
+		IndexSpacing:     int(q.meta.IndexSpacing),
+		MaxCycleSize:     q.meta.MaxCycleSize,
+		Created:          time.Unix(0, q.meta.Created),
 	}
 	if q.closed.Load() {
 		return st, ErrClosed

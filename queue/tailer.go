@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ type Tailer struct {
 	from     uint32
 	slot     int // named-tailer slot, or -1
 	closed   bool
+	checked  bool  // the queue's messages carry checksums, checked by every read
 	stallAt  int64 // when the busy header at stallOff was first seen
 	stallOff int64
 	stallHdr uint64
@@ -36,7 +38,7 @@ type Tailer struct {
 
 // Tailer returns a new tailer at the start of the queue.
 func (q *Queue) Tailer() (*Tailer, error) {
-	t := &Tailer{q: q, slot: -1, boundary: q.meta.IndexSpacing - 1}
+	t := &Tailer{q: q, slot: -1, boundary: q.meta.IndexSpacing - 1, checked: q.checksums}
 	t.listener.init(t)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -113,13 +115,55 @@ func (t *Tailer) Next() (uint64, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	msg, err := t.message(h)
+	if err != nil {
+		return 0, nil, err
+	}
+	return t.pass(h), msg, nil
+}
+
+// pass moves the tailer past the message with header h at its position
+// and returns the message's index.
+func (t *Tailer) pass(h uint64) uint64 {
+	idx := Index(t.c.num, t.seq)
+	t.off += slotSize(h & lenMask)
+	t.seq++
+	return idx
+}
+
+// message returns the payload of the complete message with header h at
+// the tailer's position, a view of the mapping. In a queue of checksummed
+// messages it checks the checksum first: a message that fails it is an
+// ErrCorrupt naming its index, and the tailer stays before it (Seek past
+// it to go on).
+func (t *Tailer) message(h uint64) ([]byte, error) {
 	n := int64(h & lenMask)
 	p := t.off + 8
-	msg := t.mem[p : p+n : p+n]
-	idx := Index(t.c.num, t.seq)
-	t.off = p + (n+7)&^7
-	t.seq++
-	return idx, msg, nil
+	if !t.checked {
+		return t.mem[p : p+n : p+n], nil
+	}
+	return t.checkedMessage(p, n)
+}
+
+func (t *Tailer) checkedMessage(p, n int64) ([]byte, error) {
+	msg, err := checkedPayload(t.mem, p, n, Index(t.c.num, t.seq))
+	if err != nil {
+		return nil, fmt.Errorf("%w: message %d:%d %v", ErrCorrupt, t.c.num, t.seq, err)
+	}
+	return msg, nil
+}
+
+// checkedPayload returns the n bytes stored at p (inside mem) for the
+// message of index idx, less their checksum, or says how they fail it.
+func checkedPayload(mem []byte, p, n int64, idx uint64) ([]byte, error) {
+	if n < sumSize {
+		return nil, fmt.Errorf("of %d bytes has no room for its checksum", n)
+	}
+	msg := mem[p+sumSize : p+n : p+n]
+	if got, want := messageSum(msg, idx), binary.LittleEndian.Uint64(mem[p:]); got != want {
+		return nil, fmt.Errorf("of %d bytes fails its checksum: %#x, stored %#x", n-sumSize, got, want)
+	}
+	return msg, nil
 }
 
 // ReadInto copies the next message into buf and returns its length and
@@ -133,16 +177,15 @@ func (t *Tailer) ReadInto(buf []byte) (int, uint64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	n := int64(h & lenMask)
-	if int64(len(buf)) < n {
-		return int(n), 0, io.ErrShortBuffer
+	msg, err := t.message(h)
+	if err != nil {
+		return 0, 0, err
 	}
-	p := t.off + 8
-	copy(buf, t.mem[p:p+n])
-	idx := Index(t.c.num, t.seq)
-	t.off = p + (n+7)&^7
-	t.seq++
-	return int(n), idx, nil
+	if len(buf) < len(msg) {
+		return len(msg), 0, io.ErrShortBuffer
+	}
+	copy(buf, msg)
+	return len(msg), t.pass(h), nil
 }
 
 // HasNext reports whether a complete message is ready. It allocates

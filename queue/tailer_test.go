@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -185,7 +186,13 @@ func TestReadOnly(t *testing.T) {
 }
 
 func TestNoAllocations(t *testing.T) {
-	q := openT(t, t.TempDir(), Options{})
+	for _, sums := range []bool{false, true} {
+		t.Run(fmt.Sprintf("checksums %v", sums), func(t *testing.T) { testNoAllocations(t, Options{ChecksumMessages: sums}) })
+	}
+}
+
+func testNoAllocations(t *testing.T, o Options) {
+	q := openT(t, t.TempDir(), o)
 	tl := tailerT(t, q)
 	msg := make([]byte, 16)
 	buf := make([]byte, 64)

@@ -66,13 +66,14 @@ func (r *Reader[T]) Next(v *T) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n := int(h & lenMask); n != r.codec.Size() {
-		return 0, fmt.Errorf("%w: message %d:%d has %d bytes, a %T has %d", values.ErrSize, r.t.c.num, r.t.seq, n, *v, r.codec.Size())
-	}
-	idx, msg, err := r.t.Next()
+	msg, err := r.t.message(h)
 	if err != nil {
 		return 0, err
 	}
+	if n := len(msg); n != r.codec.Size() {
+		return 0, fmt.Errorf("%w: message %d:%d has %d bytes, a %T has %d", values.ErrSize, r.t.c.num, r.t.seq, n, *v, r.codec.Size())
+	}
+	idx := r.t.pass(h)
 	return idx, r.codec.Decode(msg, v)
 }
 
@@ -99,11 +100,12 @@ func NextBinary(t *Tailer, v encoding.BinaryUnmarshaler) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := int64(h & lenMask)
-	p := t.off + 8
-	if err := v.UnmarshalBinary(t.mem[p : p+n : p+n]); err != nil {
+	msg, err := t.message(h)
+	if err != nil {
+		return 0, err
+	}
+	if err := v.UnmarshalBinary(msg); err != nil {
 		return 0, fmt.Errorf("queue: message %d:%d: %w", t.c.num, t.seq, err)
 	}
-	idx, _, err := t.Next()
-	return idx, err
+	return t.pass(h), nil
 }

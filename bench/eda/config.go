@@ -16,7 +16,7 @@ const (
 	// Loop runs the services of many instances as handlers on a few
 	// event-loop goroutines that wait on all their topics at once.
 	Loop WaitMode = iota
-	// Park is the study's loop: poll, and when the topic is empty sleep
+	// Park is the Chronicle EDA article's loop: poll, and when the topic is empty sleep
 	// for 1/8 of the inter-message time.
 	Park
 	// Block gives each service a goroutine that blocks in its topic.
@@ -49,7 +49,7 @@ const (
 	// InProcess runs every instance in this process.
 	InProcess Placement = iota
 	// ProcessPerInstance runs each instance (sender, services, receiver)
-	// in a process of its own, as the study ran one JVM per instance.
+	// in a process of its own, as the Chronicle EDA article ran one JVM per instance.
 	ProcessPerInstance
 	// ProcessPerService runs each service, for all instances, in a
 	// process of its own; senders and receivers stay in this process.

@@ -1,5 +1,6 @@
 // Package eda is the event-driven-architecture chain benchmark of the
-// Kafka-versus-Chronicle-Queue study, in Go, over any transport.
+// Chronicle EDA article (its comparison of Kafka with Chronicle Queue;
+// docs/BENCHMARKS.md gives its title), in Go, over any transport.
 //
 // An instance is a sender, five services and a receiver linked by six
 // topics named topic<random><0..5>:
@@ -19,7 +20,7 @@
 // One pacer releases the sends of all instances (latency.Schedule); how
 // services wait for messages is the wait mode:
 //
-//   - Park, the study's loop: each service polls its topic and, when it
+//   - Park, the Chronicle EDA article's loop: each service polls its topic and, when it
 //     is empty, sleeps for 1/8 of the inter-message time;
 //   - Block: each service blocks in its topic until a message arrives;
 //   - Loop, the project's design: a few event-loop goroutines serve every

@@ -73,7 +73,7 @@ type Sweep struct {
 }
 
 // Sweeps returns the settings the comparison runs: offmap's queue in its
-// event-loop mode and in the study's poll-and-sleep loop, every peer in
+// event-loop mode and in the Chronicle EDA article's poll-and-sleep loop, every peer in
 // the poll-and-sleep loop and with a goroutine blocking per service.
 func Sweeps(only []string) []Sweep {
 	var out []Sweep

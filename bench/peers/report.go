@@ -198,7 +198,7 @@ func WriteSweeps(w io.Writer, sweeps []Sweep, cfg EDAConfig) {
 }
 
 // WriteHeadline prints, for each sweep, the largest instance count that met
-// the SLA and the ratio of offmap's to it, the study's headline figure.
+// the SLA and the ratio of offmap's to it, the Chronicle EDA article's headline figure.
 func WriteHeadline(w io.Writer, sweeps []Sweep, cfg EDAConfig) {
 	offBest, offPark := Sweep{}, Sweep{}
 	for _, s := range sweeps {
@@ -244,7 +244,7 @@ func WriteHeadline(w io.Writer, sweeps []Sweep, cfg EDAConfig) {
 	for _, s := range sweeps {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", SweepName(s), bound(s), ratio(offBest, s), ratio(offPark, s))
 	}
-	// The study's sentence, once per peer, with the peer's better mode.
+	// The Chronicle EDA article's sentence, once per peer, with the peer's better mode.
 	fmt.Fprintln(w)
 	peers := map[string]Sweep{}
 	var order []string

@@ -1,5 +1,5 @@
-// Package serial reproduces the serialization study of Chronicle's
-// "fastest way of serializing a Java field" article in Go: the same
+// Package serial reproduces the benchmark of the Chronicle serialization
+// article (docs/BENCHMARKS.md, Serialization, gives its title) in Go: the same
 // MarketData record (two int64s and sixteen float64s, 144 bytes) written to
 // and read from a byte buffer three ways, benchmarked in serial_test.go:
 //

@@ -21,14 +21,14 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// edabench chart draws the recorded EDA results, ours and the study's,
+// edabench chart draws the recorded EDA results, ours and the Chronicle EDA article's,
 // from a data file (docs/charts/eda.csv) into two charts after the
 // study's: p99.9 against instances (its Chart 1) and the cores 100
 // instances cost within the SLA (its Chart 2).
 
 const (
 	defaultData = "docs/charts/eda.csv"
-	chartSLA    = 100 // ms, the study's SLA
+	chartSLA    = 100 // ms, the Chronicle EDA article's SLA
 )
 
 // dataColumns are the data file's columns, in this order.
@@ -52,8 +52,8 @@ type record struct {
 var chartCommand = command{
 	name:     "chart",
 	synopsis: "[flags]",
-	summary:  "draw the recorded results (docs/charts/eda.csv) as the study's Chart 1 and Chart 2",
-	help: `Draws eda-p999 (instances against p99.9, the study's Chart 1) and eda-cost
+	summary:  "draw the recorded results (docs/charts/eda.csv) as the Chronicle EDA article's Chart 1 and Chart 2",
+	help: `Draws eda-p999 (instances against p99.9, the Chronicle EDA article's Chart 1) and eda-cost
 (cores per 100 instances within the SLA, its Chart 2) from the recorded
 results, and prints the cost table. Run it from the repository root.`,
 	examples: `  # redraw docs/charts/eda-p999.png and eda-cost.png
@@ -228,7 +228,7 @@ func transportColor(t string) color.Color {
 var p999Caption = []string{
 	"Per instance: a sender, 5 services and a receiver over 6 topics, 1,000 messages a second; the instances in one process, brokers beside them, on",
 	"2 cores; p99.9 from the scheduled send (corrected for coordinated omission); a 3 s warm-up, then two 3 s runs per count (15 s runs: one of 15 s).",
-	"loop: offmap's event loops; park: poll, then sleep 125 us (the study's loop); block: a goroutine blocking per service. kfake speaks the Kafka",
+	"loop: offmap's event loops; park: poll, then sleep 125 us (the Chronicle EDA article's loop); block: a goroutine blocking per service. kfake speaks the Kafka",
 	"protocol; it is not Kafka. Data, sources and dates: docs/charts/eda.csv.",
 }
 
@@ -368,7 +368,7 @@ func costText(b costBar) string {
 // costCaption is printed under the cost chart.
 var costCaption = []string{
 	"Cores per 100 instances = CPU used (% of one core) / instances, at the largest count whose p99.9 stayed under 100 ms. Ours: 2 cores,",
-	"the CPU of every process of the run. The study's (pale bars; Java on 7 cores of a Ryzen 9 5950X, latency uncorrected): the 7 cores",
+	"the CPU of every process of the run. The Chronicle EDA article's (pale bars; Java on 7 cores of a Ryzen 9 5950X, latency uncorrected): the 7 cores",
 	"over the instances they carried. kfake speaks the Kafka protocol; it is not Kafka. Sources: docs/charts/eda.csv.",
 }
 

@@ -169,7 +169,7 @@ type settings struct {
 
 func (s *settings) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.rate, "rate", 1000, "messages per second per instance")
-	fs.StringVar(&s.wait, "wait", "loop", "how services wait: loop (event loops), park (the study's poll-and-sleep), block (goroutine per service)")
+	fs.StringVar(&s.wait, "wait", "loop", "how services wait: loop (event loops), park (the Chronicle EDA article's poll-and-sleep), block (goroutine per service)")
 	fs.StringVar(&s.placement, "placement", "process", "process (all in this process), instance (a process per instance), service (a process per service)")
 	fs.IntVar(&s.workers, "workers", runtime.GOMAXPROCS(0), "event loops per process (wait loop)")
 	fs.DurationVar(&s.batch, "batch", time.Millisecond, "release due sends at most this often (0: each on time)")
@@ -300,7 +300,7 @@ for --runs measured runs of --run after a --warmup. Prints the latency table
 the result; with --json, the result as JSON on stdout instead (the table
 then goes to stderr). Fails (status 2) when messages or counters did not
 add up.`,
-	examples: `  # 100 instances, the study's poll-and-sleep services, 15 s runs
+	examples: `  # 100 instances, the Chronicle EDA article's poll-and-sleep services, 15 s runs
   edabench run --instances 100 --wait park --run 15s
   # the result as JSON, for a script
   edabench run --instances 100 --json | jq '.[0].end_to_end'

@@ -237,7 +237,7 @@ func TestChartCommand(t *testing.T) {
 			t.Errorf("%s: %v %+v", name, err, cfg)
 		}
 	}
-	if !strings.Contains(stdout, "Chronicle Queue (the study)") || !strings.Contains(stdout, "Wrote ") {
+	if !strings.Contains(stdout, "Chronicle Queue (Chronicle EDA article)") || !strings.Contains(stdout, "Wrote ") {
 		t.Errorf("no cost table:\n%s", stdout)
 	}
 	if _, _, err := edabench(t, "chart", "-data", filepath.Join("..", "..", defaultData), "-out", dir, "-format", "svg"); err != nil {

@@ -104,7 +104,7 @@ func (v verdict) mark(r *eda.Result) string {
 	return "fails"
 }
 
-// writeTable prints one row per setting, in the shape of the study's
+// writeTable prints one row per setting, in the shape of the Chronicle EDA article's
 // Table 2 with the uncorrected figures beside the corrected ones, and the
 // legend under it.
 func writeTable(w io.Writer, rs []*eda.Result, v verdict) {
@@ -142,7 +142,7 @@ func writeLegend(w io.Writer, v verdict, cores int) {
   messages   messages timed end to end in the measured runs (warm-up excluded)
   latency    from the send to the receiver, in ms: 50th, 99th and 99.9th percentile, and the worst;
              corrected: from the scheduled send, so a late send counts its wait (coordinated
-             omission); uncorrected: from the actual send, as the study measured
+             omission); uncorrected: from the actual send, as the Chronicle EDA article measured
   CPU %%      every process of the run over the measured runs, in %% of one core (%d cores here:
              %d %% is all of them)
   runs ok    runs whose own p99.9 (corrected) is under %s; - : runs of fewer than %s messages

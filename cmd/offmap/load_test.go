@@ -131,9 +131,9 @@ func TestLoadExisting(t *testing.T) {
 	r := offmapRun(t, strings.NewReader(""), "load", "--entries", "5", path)
 	oneErrorLine(t, r, 2, "size flags conflict with the layout of "+path+": --entries 5 but entries=100;")
 	r = offmapRun(t, strings.NewReader(""), "load", "--max-file-size", "131072", path)
-	oneErrorLine(t, r, 2, "size flags conflict with the layout of "+path+": --max-file-size 131072 but max-file-size=68719476736;")
+	oneErrorLine(t, r, 2, "size flags conflict with the layout of "+path+": --max-file-size 131072 but max-file-size=1073741824;")
 	// Repeating the file's own limit is no conflict (it is rounded to 64 KiB).
-	if r := offmapRun(t, strings.NewReader(`"f" "g"`), "load", "--max-file-size", "68719476737", path); r.code != 0 {
+	if r := offmapRun(t, strings.NewReader(`"f" "g"`), "load", "--max-file-size", "1073741825", path); r.code != 0 {
 		t.Fatal(r)
 	}
 }

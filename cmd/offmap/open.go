@@ -102,7 +102,7 @@ func (l *layout) define(fs *flag.FlagSet) {
 	cliargs.IntSizeVar(fs, &l.maxKey, "max-key", 0, "`BYTES` of the largest key (at most 65535; default max(8 x avg-key, 256))")
 	cliargs.IntSizeVar(fs, &l.maxValue, "max-value", 0, "`BYTES` of the largest value (default max(8 x avg-value, 256), or 4096 without --avg-value)")
 	cliargs.CountVar(fs, &l.segments, "segments", 0, "`N` independently locked segments (default: about one per 1024 entries, at least 16)")
-	cliargs.SizeVar(fs, &l.maxFileSize, "max-file-size", 0, "the file grows to at most `BYTES` (rounded down to a multiple of 64 KiB, at least the starting size; default max(64 GiB, 4 x the starting size)); the map is full there")
+	cliargs.SizeVar(fs, &l.maxFileSize, "max-file-size", 0, "the file grows to at most `BYTES` (rounded down to a multiple of 64 KiB, at least the starting size; default 1024 x the starting size within [1 GiB, 64 GiB], at least 4 x the starting size); the map is full there")
 	fs.BoolVar(&l.checksums, "checksums", false, "keep a checksum in every entry, which verify and recover use to find entries a power cut tore")
 	fs.DurationVar(&l.ttl, "ttl", 0, "entries expire `DURATION` after each write (e.g. 30m); 'offmap sweep' reclaims them")
 	fs.BoolVar(&l.expiring, "expiring", false, "entries may expire (a time to live per write through the library), with no default --ttl")

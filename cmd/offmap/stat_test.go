@@ -17,7 +17,7 @@ func TestStat(t *testing.T) {
 	out := ok(t, "stat", path)
 	for _, want := range []string{
 		"format         version 3, created ",
-		"file size      131072 bytes (128.0 KiB) now, 128.0 KiB when created, at most 64.0 GiB",
+		"file size      131072 bytes (128.0 KiB) now, 128.0 KiB when created, at most 1.0 GiB",
 		"growth         0 slot tables grown, 0 extents added\n",
 		"starting room  1000 entries when created (the map grows past them)\n",
 		"entries        300, 0 detached\n",
@@ -40,7 +40,7 @@ func TestStat(t *testing.T) {
 	}
 	if st.FormatVersion != 3 || st.Capacity != 1000 || st.Entries != 300 || st.Segments != 15 ||
 		len(st.PerSegment) != 15 || st.MaxKeySize != 256 || st.FileSize != 131072 || st.StartFileSize != 131072 ||
-		st.MaxFileSize != 64<<30 || st.TablesGrown != 0 || st.ExtentsAdded != 0 || st.UnusedBytes != 0 || st.Created.IsZero() {
+		st.MaxFileSize != 1<<30 || st.TablesGrown != 0 || st.ExtentsAdded != 0 || st.UnusedBytes != 0 || st.Created.IsZero() {
 		t.Errorf("stat --json: %+v", st)
 	}
 	sum := 0

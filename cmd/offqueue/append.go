@@ -14,7 +14,8 @@ var appendCommand = command{
 	help: `Append appends each line of standard input, without its line end, as a
 message, creating the queue (daily roll) if DIR does not exist or is
 empty, and prints how many it appended and the index CYCLE:SEQ of the
-last one.`,
+last one. --checksum-messages makes a new queue's messages carry
+checksums, which every read checks (the queue's choice for its life).`,
 	examples: `  # prints "appended 2 messages, last 0:1" on a new daily queue
   printf 'hello\nworld\n' | offqueue append /tmp/q
   offqueue append /var/queues/orders < orders.txt`,
@@ -23,11 +24,12 @@ last one.`,
 
 func runAppend(c *cli, args []string) error {
 	fs := c.flags()
+	sums := fs.Bool("checksum-messages", false, "a new queue's messages carry checksums (refused for an existing queue without them)")
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	q, err := queue.Open(pos[0], queue.Options{})
+	q, err := queue.Open(pos[0], queue.Options{ChecksumMessages: *sums})
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,8 @@ type statsJSON struct {
 	IndexSpacing  int          `json:"index_spacing"`
 	MaxCycleSize  int64        `json:"max_cycle_size"`
 	Created       time.Time    `json:"created"`
+	Checksums     bool         `json:"checksum_messages"`
+	Wakeups       string       `json:"wakeups"`  // how a process asleep in Wait is woken by another's append
 	Writers       []int        `json:"writers"`  // pids holding a writer lease
 	Watchers      int          `json:"watchers"` // processes watching for appends
 	Cycles        []cycleJSON  `json:"cycles"`
@@ -120,7 +122,8 @@ func runStats(c *cli, args []string) error {
 	w := c.stdout
 	fmt.Fprintf(w, "queue      %s\nformat     %d\nroll       %s\nspacing    %d\nmax cycle  %s\ncreated    %s\n",
 		out.Dir, out.FormatVersion, out.Roll, out.IndexSpacing, cliargs.FormatSize(out.MaxCycleSize), out.Created.Format(time.RFC3339))
-	fmt.Fprintf(w, "writers    %s\nwatchers   %d\n", writersText(out.Writers), out.Watchers)
+	fmt.Fprintf(w, "checksums  %s\n", map[bool]string{true: "every message", false: "none"}[out.Checksums])
+	fmt.Fprintf(w, "writers    %s\nwatchers   %d\nwake-ups   %s\n", writersText(out.Writers), out.Watchers, out.Wakeups)
 	fmt.Fprintf(w, "cycles     %d\n", len(out.Cycles))
 	for _, c := range out.Cycles {
 		state := c.State
@@ -190,11 +193,13 @@ func statsOf(st queue.Stats) statsJSON {
 	out := statsJSON{
 		Dir: st.Dir, FormatVersion: st.FormatVersion, Roll: st.Roll.String(),
 		IndexSpacing: st.IndexSpacing, MaxCycleSize: st.MaxCycleSize,
-		Created:  st.Created.UTC(),
-		Writers:  append([]int{}, st.Writers...),
-		Watchers: st.Watchers,
-		Cycles:   []cycleJSON{},
-		Tailers:  []tailerJSON{},
+		Created:   st.Created.UTC(),
+		Checksums: st.ChecksumMessages,
+		Wakeups:   st.Wakeups,
+		Writers:   append([]int{}, st.Writers...),
+		Watchers:  st.Watchers,
+		Cycles:    []cycleJSON{},
+		Tailers:   []tailerJSON{},
 	}
 	for _, c := range st.Cycles {
 		cj := cycleJSON{

@@ -1,4 +1,4 @@
-// Command tour runs the README's short tour of the map: go run ./examples/tour.
+// Command tour runs the tour of the map in docs/MAP.md: go run ./examples/tour.
 package main
 
 import (
@@ -30,7 +30,7 @@ func main() {
 	}
 }
 
-// tour is the README's tour; tour_test.go checks that the two agree.
+// tour is the tour of docs/MAP.md; tour_test.go checks that the two agree.
 func tour(path string) error {
 	// tour:begin
 	m, err := offmap.Open(path, offmap.Options{

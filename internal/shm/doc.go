@@ -17,8 +17,10 @@
 //
 // # Platforms
 //
-// The package builds for Linux and macOS (darwin); elsewhere the compiler
-// reports one error, undefined: offmap_supports_only_linux_and_darwin
+// The package builds for Linux and macOS (darwin) on 64-bit
+// little-endian processors; elsewhere (other systems, 32-bit or
+// big-endian processors) the compiler reports one error, undefined:
+// offmap_supports_only_linux_and_darwin_on_64bit_little_endian
 // (unsupported.go). Linux uses its own primitives; macOS, which lacks
 // some, uses portable fallbacks with the same guarantees. The build tag
 // offmap_portable makes Linux use the fallbacks too, so that the code
@@ -44,7 +46,7 @@
 //
 // The portable files build for darwin || (linux && offmap_portable), the
 // native ones for linux && !offmap_portable. What the fallbacks cost is in
-// the README and docs/BENCHMARKS.md.
+// docs/PLATFORMS.md and docs/BENCHMARKS.md.
 //
 // # Liveness
 //

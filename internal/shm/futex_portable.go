@@ -167,3 +167,12 @@ func poll(timeout time.Duration, changed func() bool) {
 		}
 	}
 }
+
+// WaitvMissing reports false: the polling FutexWaitv always works.
+func WaitvMissing() bool { return false }
+
+// DisableWaitv does nothing: the portable build always polls.
+func DisableWaitv() {}
+
+// WakeupMode says how a process sleeping on a queue is woken by another.
+func WakeupMode() string { return "polled each 50 us to 2 ms (portable build)" }

@@ -3,6 +3,7 @@
 package shm
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -65,3 +66,35 @@ var startTime, monoAtStart = func() (time.Time, int64) {
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return now, ts.Nano()
 }()
+
+// waitv records whether FutexWaitv works here, probed once.
+var waitv struct {
+	once     sync.Once
+	ok       atomic.Bool
+	disabled atomic.Bool
+}
+
+// WaitvMissing reports whether FutexWaitv fails here (ENOSYS: Linux
+// before 5.16, a seccomp filter that refuses it, qemu-user 7.2), so that
+// the queue's notifier polls its doorbells instead, each millisecond.
+func WaitvMissing() bool {
+	waitv.once.Do(func() {
+		var w atomic.Uint32
+		ws := []Waitv{{}}
+		ws[0].SetWord(&w, 1) // differs: a kernel with the call returns at once
+		waitv.ok.Store(FutexWaitv(ws, time.Second) == nil)
+	})
+	return !waitv.ok.Load() || waitv.disabled.Load()
+}
+
+// DisableWaitv makes WaitvMissing report true, so that tests and
+// benchmarks run the fallback on a kernel that has the call.
+func DisableWaitv() { waitv.disabled.Store(true) }
+
+// WakeupMode says how a process sleeping on a queue is woken by another.
+func WakeupMode() string {
+	if WaitvMissing() {
+		return "polled each 1 ms (no FUTEX_WAITV: Linux before 5.16, or a seccomp filter)"
+	}
+	return "futex_waitv"
+}

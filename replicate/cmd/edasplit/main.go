@@ -101,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	engine := fs.String("engine", "nats", "the engine: nats (JetStream)")
 	fs.IntVar(&o.engine.Nodes, "nodes", 1, "engine nodes: 1, or 3 (a cluster on loopback)")
 	fs.IntVar(&o.engine.Replicas, "replicas", 0, "replicas of each stream (0: as many as nodes)")
-	wait := fs.String("wait", "park", "how services wait: park (poll, sleep 1/8 of the interval; the study's loop) or block (a goroutine per service)")
+	wait := fs.String("wait", "park", "how services wait: park (poll, sleep 1/8 of the interval; the Chronicle EDA article's loop) or block (a goroutine per service)")
 	fs.DurationVar(&o.blockSpin, "block-spin", 0, "split, block wait: how long a service polls its queue before it sleeps (queue.Options.BlockSpin; 0: the queue's default, 50us; -1ns: never)")
 	fs.Float64Var(&o.rate, "rate", 1000, "messages a second per instance")
 	fs.DurationVar(&o.batch, "batch", time.Millisecond, "release due sends at most this often (as the peer comparison)")

@@ -92,7 +92,7 @@ func replicaSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.T
 	cliargs.IntSizeVar(fs, &f.avgValue, "avg-value", 256, "average value size of a new map, in `BYTES`")
 	cliargs.IntSizeVar(fs, &f.maxKey, "max-key", 0, "largest key of a new map, in `BYTES` (default: max(8 x average, 256))")
 	cliargs.IntSizeVar(fs, &f.maxValue, "max-value", 0, "largest value of a new map, in `BYTES` (default: max(8 x average, 256)); also a new bucket's limit")
-	cliargs.SizeVar(fs, &f.maxFileSize, "max-file-size", 0, "largest a new map may grow, in `BYTES` (default 64 GiB)")
+	cliargs.SizeVar(fs, &f.maxFileSize, "max-file-size", 0, "largest a new map may grow, in `BYTES` (default 1024 x the starting size, 1 GiB to 64 GiB)")
 	fs.BoolVar(&f.expiring, "expiring", false, "a new map's entries expire when the bucket expires them (its TTL, a key's own TTL), even before the server's marker comes")
 	fs.StringVar(&f.natsURLs, "nats", "", "JetStream server `URLS`, comma-separated")
 	fs.StringVar(&f.bucket, "bucket", "", "the key-value bucket's `NAME`")
