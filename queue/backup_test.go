@@ -209,3 +209,40 @@ func TestBackupQueueErrors(t *testing.T) {
 		t.Fatalf("backup of a closed queue: %v", err)
 	}
 }
+
+// TestBackupChecksummedQueue: a queue of checksummed messages is copied
+// with its flags, and every message of the copy passes its checksum.
+func TestBackupChecksummedQueue(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q")
+	q, err := Open(dir, Options{ChecksumMessages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for i := range 500 {
+		if _, err := q.Append(writerMsg(make([]byte, 16), 1, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest := filepath.Join(t.TempDir(), "copy")
+	info, err := q.Backup(dest)
+	if err != nil || info.Messages != 500 {
+		t.Fatalf("backup: %+v %v", info, err)
+	}
+	b, err := Open(dest, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := b.Stats()
+	if err != nil || !st.ChecksumMessages {
+		t.Fatalf("the copy's stats: %+v %v", st, err)
+	}
+	if lost, err := b.Check(); err != nil || lost != nil {
+		t.Fatalf("Check: %v %v", lost, err)
+	}
+	got := readBackedUp(t, b)
+	if len(got) != 500 || got[499].n != 499 {
+		t.Fatalf("the copy holds %d messages", len(got))
+	}
+}
