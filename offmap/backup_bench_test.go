@@ -68,10 +68,17 @@ func BenchmarkBackupStall(b *testing.B) {
 		if line, err := r.ReadString('\n'); err != nil || line != "writing\n" {
 			b.Fatalf("writer: %q %v", line, err)
 		}
-		time.Sleep(2 * time.Second) // without a backup: the last second counts
+		time.Sleep(5 * time.Second) // without a backup: the last second counts
 		dest := filepath.Join(dir, fmt.Sprintf("backup-%d.map", i))
+		var firstLock atomic.Int64
+		crashPoint = func(s string) {
+			if s == "backup.locking" {
+				firstLock.Store(time.Now().UnixNano())
+			}
+		}
 		t0 := time.Now()
 		info, err := m.BackupTo(dest)
+		crashPoint = nil
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -86,11 +93,17 @@ func BenchmarkBackupStall(b *testing.B) {
 			b.Fatal(err)
 		}
 		os.Remove(dest)
-		var baseLat, during []time.Duration
+		// Puts that overlapped the time the backup held segment locks,
+		// and those during the rest of it (taking memory, writing the new
+		// file).
+		lockFrom, lockTo := firstLock.Load(), firstLock.Load()+int64(info.Stall)
+		var baseLat, during, locked []time.Duration
 		for j := 0; j+16 <= len(data); j += 16 {
 			start := int64(binary.LittleEndian.Uint64(data[j:]))
 			lat := time.Duration(binary.LittleEndian.Uint64(data[j+8:]))
 			switch {
+			case start < lockTo && start+int64(lat) > lockFrom:
+				locked = append(locked, lat) // it overlapped the locks
 			case start >= t0.UnixNano() && start < t0.Add(took).UnixNano():
 				during = append(during, lat)
 			case start < t0.UnixNano() && start >= t0.Add(-time.Second).UnixNano():
@@ -99,8 +112,10 @@ func BenchmarkBackupStall(b *testing.B) {
 		}
 		bMax, bP := maxP999(baseLat)
 		dMax, dP := maxP999(during)
+		lMax, lP := maxP999(locked)
 		b.Logf("backup of %d entries: %v in all, locks held %v, copy %d MiB", info.Entries, took.Round(time.Millisecond), info.Stall.Round(time.Millisecond), info.FileSize>>20)
-		b.Logf("Puts without backup: %d, p99.9 %v, max %v; during: %d, p99.9 %v, max %v", len(baseLat), bP, bMax, len(during), dP, dMax)
+		b.Logf("Puts without backup: %d, p99.9 %v, max %v; while locks held: %d, p99.9 %v, max %v; rest of the backup: %d, p99.9 %v, max %v",
+			len(baseLat), bP, bMax, len(locked), lP, lMax, len(during), dP, dMax)
 		stalls, during999, base999 = append(stalls, dMax), append(during999, dP), append(base999, bP)
 		baseMax, held, backups = append(baseMax, bMax), append(held, info.Stall), append(backups, took)
 	}
