@@ -21,6 +21,11 @@ type Stats struct {
 	Writers       []int // pids holding a writer lease
 	Tailers       []TailerStats
 	Watchers      int // processes watching the doorbell
+	// SkippedSlots counts the slots tailers of every process skipped
+	// because their writer died before committing them, since the queue
+	// was made (a counter in queue.meta; 0 where no build that counts
+	// them has written the queue). Each such slot takes an index.
+	SkippedSlots uint64
 }
 
 // CycleStats describes one cycle file.
@@ -62,6 +67,7 @@ func (q *Queue) Stats() (Stats, error) {
 		return st, ErrClosed
 	}
 	st.Watchers = int(q.sleepers.Load())
+	st.SkippedSlots = q.skipped.Load()
 	for i := 0; i < maxLeases; i++ {
 		if tok := q.leases[2*i].Load(); tok != 0 && q.witness.Alive(shm.Token(tok)) {
 			st.Writers = append(st.Writers, shm.Token(tok).PID())

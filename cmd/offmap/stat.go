@@ -20,8 +20,12 @@ extents of entry space added, and the bytes growth left unused, which
 'offmap copy' reclaims); the room it was created with, entries and
 bytes used; the fill of its segments; and who holds segment locks: a live
 process (a write in progress) or a dead one (the next writer takes the
-lock over and repairs the segment; 'offmap recover' does it now). It
-opens the file read-only and changes nothing.
+lock over and repairs the segment; 'offmap recover' does it now). Its
+events line counts, for every process since the file was made, the
+segment locks taken over from dead holders, the segments repaired and
+the expired entries removed (counters in the file's header; a file whose
+writers predate them counts from when newer ones began). It opens the
+file read-only and changes nothing.
 
 A segment's entry fill is its entries (detached included) over what its
 slot table takes before it moves to one twice as large; its space fill
@@ -65,7 +69,11 @@ type statJSON struct {
 	Expiring         bool          `json:"expiring"`
 	TTL              time.Duration `json:"ttl_ns"`
 	Expired          int           `json:"expired"` // expired entries that 'offmap sweep' would delete
-	PerSegment       []segmentJSON `json:"segments"`
+	// Events of every process since the file was made (header counters).
+	LockTakeovers  int           `json:"lock_takeovers"`  // segment locks taken over from a dead holder
+	Repairs        int           `json:"repairs"`         // segments repaired after a dead holder or damage
+	ExpiredRemoved int           `json:"expired_removed"` // expired entries deleted by writers and sweeps
+	PerSegment     []segmentJSON `json:"segments"`
 }
 
 type segmentJSON struct {
@@ -121,6 +129,7 @@ func statOf(st offmap.Stats) statJSON {
 		TablesGrown: st.TablesGrown, ExtentsAdded: st.ExtentsAdded, UnusedBytes: st.UnusedBytes,
 		ChecksumEntries: st.ChecksumEntries,
 		Expiring:        st.Expiring, TTL: st.TTL, Expired: st.Expired,
+		LockTakeovers: st.LockTakeovers, Repairs: st.Repairs, ExpiredRemoved: st.ExpiredRemoved,
 	}
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
@@ -172,6 +181,8 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 		}
 		fmt.Fprintf(w, "expiry         %s; %d entries expired, awaiting 'offmap sweep'\n", ttl, st.Expired)
 	}
+	fmt.Fprintf(w, "events         %d lock takeovers of dead holders, %d segments repaired, %d expired entries removed\n",
+		st.LockTakeovers, st.Repairs, st.ExpiredRemoved)
 	fmt.Fprintf(w, "starting room  %d entries when created (the map grows past them)\n", st.Capacity)
 	fmt.Fprintf(w, "entries        %d, %d detached\n", st.Entries, st.Detached)
 	fmt.Fprintf(w, "bytes used     %d of %d bytes of entry space (%s)\n",

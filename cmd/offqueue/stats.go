@@ -28,7 +28,10 @@ far it has acknowledged (CYCLE:SEQ, the index it reads first when opened
 again) and its lag: the messages after that index, counted across cycle
 files (those retention deleted count nothing; a slot skipped after its
 writer died counts, as it takes an index). Messages carry no time, so no
-age is shown. Sizes are in binary units (KiB, MiB, GiB).
+age is shown. The skipped line counts the slots that tailers of every
+process skipped because their writer died before committing them, since
+the queue was made (a counter in queue.meta). Sizes are in binary units
+(KiB, MiB, GiB).
 
 With --json it prints the same as one JSON object; a named tailer's
 position is there as acknowledged_up_to ("CYCLE:SEQ") and as numbers:
@@ -60,6 +63,7 @@ type statsJSON struct {
 	Cycles        []cycleJSON  `json:"cycles"`
 	Messages      uint64       `json:"messages"`
 	Tailers       []tailerJSON `json:"tailers"`
+	SkippedSlots  uint64       `json:"skipped_slots"` // of dead writers, by every process since the queue was made
 }
 
 type cycleJSON struct {
@@ -123,6 +127,7 @@ func runStats(c *cli, args []string) error {
 		fmt.Fprintf(w, "  %-10d %10d messages %11s used %11s file  %s\n", c.Cycle, c.Messages, cliargs.FormatSize(c.BytesUsed), cliargs.FormatSize(c.FileSize), state)
 	}
 	fmt.Fprintf(w, "messages   %d\n", out.Messages)
+	fmt.Fprintf(w, "skipped    %d slots of dead writers\n", out.SkippedSlots)
 	for _, t := range out.Tailers {
 		pos := "nothing acknowledged"
 		if t.AckedUpTo != nil {
@@ -189,6 +194,7 @@ func statsOf(st queue.Stats) statsJSON {
 		Cycles:   []cycleJSON{},
 		Tailers:  []tailerJSON{},
 	}
+	out.SkippedSlots = st.SkippedSlots
 	for _, c := range st.Cycles {
 		cj := cycleJSON{
 			Cycle: c.Cycle, File: filepath.Base(c.Path), FileSize: c.FileSize,
