@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 var statCommand = command{
 	name:     "stat",
-	synopsis: "[--json] [--segments] FILE",
+	synopsis: "[--json] [--segments] FILE | --prometheus FILE...",
 	summary:  "show a map's layout, growth, fill and locks",
 	help: `Stat shows a map's layout and format version; its file size now, when
 created and at most; how far it grew (slot tables moved to larger ones,
@@ -27,6 +28,13 @@ the expired entries removed (counters in the file's header; a file whose
 writers predate them counts from when newer ones began). It opens the
 file read-only and changes nothing.
 
+With --prometheus it prints the metrics of each FILE in the Prometheus
+text exposition format instead (docs/METRICS.md: offmap_map_entries,
+offmap_map_lock_takeovers_total and the others, labelled with the path
+as given), for node_exporter's textfile collector or a cron job. If a
+FILE cannot be read it prints nothing and exits 2, so that a file it
+writes is never half of a scrape.
+
 A segment's entry fill is its entries (detached included) over what its
 slot table takes before it moves to one twice as large; its space fill
 is its bytes used over its entry space, which grows by an extent as it
@@ -36,7 +44,11 @@ map is full.`,
   # every segment, not just a summary
   offmap stat --segments clients.map
   # how far the map grew, with jq
-  offmap stat --json clients.map | jq '{file_size, unused_bytes}'`,
+  offmap stat --json clients.map | jq '{file_size, unused_bytes}'
+  # metrics of two maps for node_exporter's textfile collector
+  cd /var/lib/node_exporter
+  offmap stat --prometheus /srv/clients.map /srv/orders.map >offmap.prom.$$ &&
+    mv offmap.prom.$$ offmap.prom`,
 	run: runStat,
 }
 
@@ -97,9 +109,19 @@ func runStat(c *cli, args []string) error {
 	fs := c.flags()
 	asJSON := fs.Bool("json", false, "print JSON, with every segment")
 	all := fs.Bool("segments", false, "list every segment (by default only when there are at most 64)")
-	pos, err := c.parse(fs, args, 1, 1)
+	prom := fs.Bool("prometheus", false, "print the metrics of each FILE in the Prometheus text format")
+	pos, err := c.parse(fs, args, 1, math.MaxInt)
 	if err != nil {
 		return err
+	}
+	if *prom {
+		if *asJSON || *all {
+			return c.usageError("--prometheus prints neither JSON nor segments")
+		}
+		return printPrometheus(c, pos)
+	}
+	if len(pos) != 1 {
+		return c.usageError("wrong number of arguments; usage: offmap %s %s", c.cmd.name, c.cmd.synopsis)
 	}
 	m, err := openMap(pos[0], readOnly)
 	if err != nil {

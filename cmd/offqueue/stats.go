@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ import (
 
 var statsCommand = command{
 	name:     "stats",
-	synopsis: "[--json] DIR",
+	synopsis: "[--json] DIR | --prometheus DIR...",
 	summary:  "show the queue's settings, cycle files, writers and named tailers",
 	help: `Stats prints the queue's settings (format version, roll cycle, index
 spacing, the size limit of a cycle file, when it was created, in RFC 3339
@@ -41,12 +42,23 @@ readers that keep numbers as doubles use the cycle and seq), and its lag
 as lag (null when it could not be counted). It opens the queue
 read-only and changes nothing. When a cycle file or a named-tailer slot
 cannot be read (damaged, or truncated while in use), it prints the rest,
-says which, and exits 2.`,
+says which, and exits 2.
+
+With --prometheus it prints the metrics of each DIR in the Prometheus
+text exposition format instead (docs/METRICS.md: offmap_queue_messages,
+offmap_queue_tailer_lag_messages and the others, labelled with the
+directory as given), for node_exporter's textfile collector or a cron
+job. If a part of a queue cannot be read it prints nothing and exits 2,
+so that a file it writes is never half of a scrape.`,
 	examples: `  offqueue stats /var/queues/orders
   # the messages of each cycle file, with jq
   offqueue stats --json /var/queues/orders | jq '.cycles[].messages'
   # the lag of each named tailer
-  offqueue stats --json /var/queues/orders | jq '.tailers[] | {name, lag}'`,
+  offqueue stats --json /var/queues/orders | jq '.tailers[] | {name, lag}'
+  # metrics for node_exporter's textfile collector
+  cd /var/lib/node_exporter
+  offqueue stats --prometheus /var/queues/orders >offqueue.prom.$$ &&
+    mv offqueue.prom.$$ offqueue.prom`,
 	run: runStats,
 }
 
@@ -92,9 +104,19 @@ type tailerJSON struct {
 func runStats(c *cli, args []string) error {
 	fs := c.flags()
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	pos, err := c.parse(fs, args, 1, 1)
+	prom := fs.Bool("prometheus", false, "print the metrics of each DIR in the Prometheus text format")
+	pos, err := c.parse(fs, args, 1, math.MaxInt)
 	if err != nil {
 		return err
+	}
+	if *prom {
+		if *asJSON {
+			return c.usageError("--prometheus prints no JSON")
+		}
+		return printPrometheus(c, pos)
+	}
+	if len(pos) != 1 {
+		return c.usageError("wrong number of arguments; usage: offqueue %s %s", c.cmd.name, c.cmd.synopsis)
 	}
 	q, err := openQueue(pos[0])
 	if err != nil {
