@@ -50,8 +50,9 @@ const DefaultTimeout = 5 * time.Second
 // be called concurrently, and files may be added while it is registered.
 type Collector struct {
 	// Timeout bounds the time one map's or queue's Stats may take (0:
-	// DefaultTimeout). Opening a file by path waits while a process that
-	// had it open alone finishes its recovery.
+	// DefaultTimeout); set it before the collector is registered.
+	// Opening a file by path waits while a process that had it open
+	// alone finishes its recovery.
 	Timeout time.Duration
 
 	mu      sync.Mutex

@@ -66,9 +66,9 @@ func TestToolsOutputParses(t *testing.T) {
 	tools := parse(t, &text)
 
 	c := NewCollector()
+	c.Timeout = 10 * time.Second
 	c.AddMap(mp)
 	c.AddQueue(qd)
-	c.Timeout = 10 * time.Second
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	gathered, err := reg.Gather()
