@@ -31,7 +31,7 @@ func TestStatPrometheus(t *testing.T) {
 			fmt.Sprintf("offmap_map_entries{path=%q} 300\n", a) +
 			fmt.Sprintf("offmap_map_entries{path=%q} 0\n", b),
 		fmt.Sprintf("offmap_map_file_bytes{path=%q} 131072\n", a),
-		fmt.Sprintf("offmap_map_max_file_bytes{path=%q} 68719476736\n", a),
+		fmt.Sprintf("offmap_map_max_file_bytes{path=%q} 1073741824\n", a),
 		fmt.Sprintf("offmap_map_growth_steps_total{path=%q} 0\n", a),
 		"# TYPE offmap_map_lock_takeovers_total counter\n" +
 			fmt.Sprintf("offmap_map_lock_takeovers_total{path=%q} 3\n", a),
