@@ -98,7 +98,7 @@ func TestCheckFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasProblem(fixed, "reserved bytes [280, 4096) cleared (the first not zero was at offset 1000)") {
+	if !hasProblem(fixed, "reserved bytes [344, 4096) cleared (the first not zero was at offset 1000)") {
 		t.Fatalf("Recover: %q", fixed)
 	}
 	if ps := checkProblems(t, m); ps != nil {

@@ -63,6 +63,7 @@ func (m *Map) findLive(s *segment, key []byte, h keyHash) (pos uint32, w uint64,
 	pos, w, e, found, bad = m.find(s, key, h)
 	if found && w&slotPinned == 0 && m.expired(s, e) {
 		m.deleteLocked(s, pos, w, e)
+		m.counters().expiredRemoved.Add(1)
 		pos, w, e, found, bad = m.find(s, key, h)
 	}
 	return pos, w, e, found, bad
@@ -130,6 +131,7 @@ func (m *Map) Sweep() (int, error) {
 				continue
 			}
 			m.deleteLocked(&s, j, w, e) // may move a later entry into j: look at j again
+			m.counters().expiredRemoved.Add(1)
 			swept++
 		}
 		s.hdr.lock.Unlock()

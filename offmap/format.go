@@ -56,10 +56,22 @@ import (
 //	256     8  AllocEnd: end of the space claimed so far (CAS by growers)
 //	264     8  slot tables grown (count, informational)
 //	272     8  extents added (count, informational)
-//	280  3816  reserved, zero
+//	280    40  reserved, zero
+//	320     8  lock takeovers: segment locks taken from a dead holder
+//	328     8  repairs: segments repaired after a dead holder or damage
+//	336     8  expired entries removed (by writers and Sweep)
+//	344  3752  reserved, zero
 //
 // Bytes [0, 256) never change after creation; the growth words at 256 are
-// changed atomically by every process that grows the map.
+// changed atomically by every process that grows the map, the event
+// counters at 320 (counterWords) by every process that has such an event.
+//
+// The event counters need no new format version: they are outside the
+// checksum, in bytes that files made before them hold as zero (a count of
+// no events), and nothing in a mapping's use reads them. A build that
+// predates them reports them, when not zero, as reserved bytes in Check,
+// and its Recover clears them: the counts start again from zero, nothing
+// else changes.
 const (
 	formatVersion = 3
 	// pidTokenVersion is version 3 but for what a lock word's token
@@ -71,9 +83,11 @@ const (
 	magic             = "OFFMAP\x00\x00"
 	checksumOff       = 248
 	headerSize        = 4096
-	headerReservedOff = 160 // [148, 152), [160, 248) and [280, 4096) are reserved, zero
+	headerReservedOff = 160 // [148, 152), [160, 248), [280, 320) and [344, 4096) are reserved, zero
 	growthWordsOff    = 256
 	growthWordsEnd    = 280
+	counterWordsOff   = 320 // its own cache line: growers' CAS on AllocEnd never share it
+	counterWordsEnd   = 344
 	segmentHeaderSize = 256
 	entryHeaderSize   = 8
 	// fileAlign is the granule of the starting size and of MaxFileSize: a
@@ -280,6 +294,16 @@ type growthWords struct {
 	extentsAdded atomic.Uint64
 }
 
+// counterWords count events of every process that has the map open, at
+// counterWordsOff; each is only ever incremented atomically, so a reader
+// (Stats) never waits. The counts are monotonic for the file's life;
+// offmap copy and upgrade start them again from zero in the new file.
+type counterWords struct {
+	lockTakeovers  atomic.Uint64 // segment locks taken over from a dead holder
+	repairs        atomic.Uint64 // segments repaired after a dead holder or damage
+	expiredRemoved atomic.Uint64 // expired entries deleted by writers and Sweep
+}
+
 // segmentHeader is the shared state of one segment, 256 bytes, in the
 // segment header array. Part of the format.
 //
@@ -431,4 +455,11 @@ var (
 	_ [segmentHeaderSize - unsafe.Sizeof(segmentHeader{})]byte
 	_ [unsafe.Sizeof(segmentHeader{}) - segmentHeaderSize]byte
 	_ [growthWordsEnd - growthWordsOff - unsafe.Sizeof(growthWords{})]byte
+	_ [counterWordsEnd - counterWordsOff - unsafe.Sizeof(counterWords{})]byte
+	_ [unsafe.Sizeof(counterWords{}) - (counterWordsEnd - counterWordsOff)]byte
+	_ [counterWordsOff - growthWordsEnd]byte // after the growth words
 )
+
+// outsideReserved are the reserved ranges of the header page outside the
+// checksum: around the event counters.
+var outsideReserved = [2][2]int{{growthWordsEnd, counterWordsOff}, {counterWordsEnd, headerSize}}

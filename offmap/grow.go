@@ -29,6 +29,10 @@ import (
 // growth returns the header's growth words.
 func (m *Map) growth() *growthWords { return shm.Overlay[growthWords](m.mem, growthWordsOff) }
 
+// counters returns the header's event counters (format.go). Only writers
+// increment them: a read-only open maps the header read-only.
+func (m *Map) counters() *counterWords { return shm.Overlay[counterWords](m.mem, counterWordsOff) }
+
 // current returns the mapped part of the file.
 func (m *Map) current() []byte { return *m.view.Load() }
 

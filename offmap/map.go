@@ -301,6 +301,9 @@ func (m *Map) lock(s *segment) error {
 	if err != nil {
 		return fmt.Errorf("offmap: %s: segment %d: %w", m.path, s.idx, err)
 	}
+	if tookOver {
+		m.counters().lockTakeovers.Add(1)
+	}
 	// Another process may have grown the segment since s was loaded.
 	m.catchUp()
 	tableOK := m.loadTable(s)
@@ -310,6 +313,7 @@ func (m *Map) lock(s *segment) error {
 	if tookOver || !tableOK || s.hdr.version.Load()&1 != 0 || s.hdr.intent.Load() != 0 || s.hdr.tx.Load() != 0 {
 		m.dropForeignRegions(s)
 		m.repairLocked(s)
+		m.counters().repairs.Add(1)
 		if s.hdr.tx.Load() != 0 {
 			// An interrupted UpdateKeys whose other segments could not
 			// be locked in time: s keeps its word until they are.

@@ -309,9 +309,13 @@ func (m *Map) recoverAlone() {
 		}
 		m.loadTable(s)
 		if owner != 0 {
+			m.counters().lockTakeovers.Add(1)
 			m.openRepairs = append(m.openRepairs, fmt.Sprintf("segment %d: lock held by dead process %d", i, owner.PID()))
 		}
-		m.openRepairs = append(m.openRepairs, m.repairLocked(s)...)
+		if p := m.repairLocked(s); owner != 0 || len(p) > 0 {
+			m.counters().repairs.Add(1)
+			m.openRepairs = append(m.openRepairs, p...)
+		}
 		if n := h.detached.Load(); n != 0 {
 			beginChange(s)
 			m.reclaimDetachedLocked(s)
@@ -375,9 +379,15 @@ func (m *Map) Recover() ([]string, error) {
 		m.catchUp()
 		m.loadTable(s)
 		if tookOver {
+			m.counters().lockTakeovers.Add(1)
 			fixed = append(fixed, fmt.Sprintf("segment %d: lock held by a dead process", i))
 		}
-		fixed = append(fixed, m.repairLocked(s)...)
+		// Every segment is scanned; one counts as repaired when it had
+		// something to repair.
+		if p := m.repairLocked(s); tookOver || len(p) > 0 {
+			m.counters().repairs.Add(1)
+			fixed = append(fixed, p...)
+		}
 		s.hdr.lock.Unlock()
 	}
 	if m.handlesIssued.Load() || m.file == nil || shm.Flock(m.file, true, true) != nil {
@@ -482,8 +492,13 @@ func (m *Map) CheckFile() ([]string, error) {
 		// Under the checksum: the file was made so, and Recover does not
 		// rewrite a sealed header.
 		p = append(p, fmt.Sprintf("header: reserved byte at offset %d is not zero", headerReservedOff+i))
-	} else if i := slices.IndexFunc(m.mem[growthWordsEnd:headerSize], nonZero); i >= 0 {
-		p = append(p, fmt.Sprintf("header: reserved byte at offset %d, outside the checksum, is not zero; recover clears it", growthWordsEnd+i))
+	} else {
+		for _, r := range outsideReserved {
+			if i := slices.IndexFunc(m.mem[r[0]:r[1]], nonZero); i >= 0 {
+				p = append(p, fmt.Sprintf("header: reserved byte at offset %d, outside the checksum, is not zero; recover clears it", r[0]+i))
+				break
+			}
+		}
 	}
 	size := int64(len(m.current()))
 	if m.file != nil {
@@ -505,17 +520,21 @@ func (m *Map) CheckFile() ([]string, error) {
 
 func nonZero(b byte) bool { return b != 0 }
 
-// clearReserved zeroes the header page's reserved bytes after the growth
-// words, which no checksum covers and nothing reads: damage there would
+// clearReserved zeroes the header page's reserved bytes around the event
+// counters, which no checksum covers and nothing reads: damage there would
 // otherwise fail Check for good.
 func (m *Map) clearReserved() []string {
-	r := m.mem[growthWordsEnd:headerSize]
-	i := slices.IndexFunc(r, nonZero)
-	if i < 0 {
-		return nil
+	var fixed []string
+	for _, rr := range outsideReserved {
+		r := m.mem[rr[0]:rr[1]]
+		i := slices.IndexFunc(r, nonZero)
+		if i < 0 {
+			continue
+		}
+		shm.Zero(r)
+		fixed = append(fixed, fmt.Sprintf("header: reserved bytes [%d, %d) cleared (the first not zero was at offset %d)", rr[0], rr[1], rr[0]+i))
 	}
-	shm.Zero(r)
-	return []string{fmt.Sprintf("header: reserved bytes [%d, %d) cleared (the first not zero was at offset %d)", growthWordsEnd, headerSize, growthWordsEnd+i)}
+	return fixed
 }
 
 // grownRegion is a slot table or extent in the growth area.
@@ -819,6 +838,7 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 	defer s.hdr.lock.Unlock()
 	var p []string
 	if tookOver {
+		m.counters().lockTakeovers.Add(1)
 		p = append(p, fmt.Sprintf("segment %d: lock held by a dead process", s.idx))
 	}
 	if s.hdr.version.Load()&1 != 0 {

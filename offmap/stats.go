@@ -40,11 +40,20 @@ type Stats struct {
 	// Expiring: entries may expire (TTL is the default time to live);
 	// Expired counts those that have and await reclaiming (Sweep). Len
 	// counts them too.
-	Expiring   bool
-	TTL        time.Duration
-	Expired    int
-	ReadOnly   bool
-	PerSegment []SegmentStats
+	Expiring bool
+	TTL      time.Duration
+	Expired  int
+	// Events of every process since the file was made, from counters in
+	// its header (docs/FORMAT.md); 0 in a file whose writers predate them.
+	// LockTakeovers counts segment locks taken over from a dead holder;
+	// Repairs, segments repaired after a dead holder or damage (writers,
+	// Recover, the open of a map no other process has open);
+	// ExpiredRemoved, expired entries deleted by writers and Sweep.
+	LockTakeovers  int
+	Repairs        int
+	ExpiredRemoved int
+	ReadOnly       bool
+	PerSegment     []SegmentStats
 }
 
 // SegmentStats describes one segment.
@@ -95,6 +104,8 @@ func (m *Map) Stats() Stats {
 	st.FileSize = max(end, st.StartFileSize)
 	st.TablesGrown, st.ExtentsAdded = int(g.tablesGrown.Load()), int(g.extentsAdded.Load())
 	st.UnusedBytes = max(0, end-st.StartFileSize)
+	c := m.counters()
+	st.LockTakeovers, st.Repairs, st.ExpiredRemoved = int(c.lockTakeovers.Load()), int(c.repairs.Load()), int(c.expiredRemoved.Load())
 	st.PerSegment = make([]SegmentStats, m.hdr.Segments)
 	for i := range m.hdr.Segments {
 		s := m.segment(i)

@@ -296,12 +296,18 @@ func (c *cycle) shorterThanMapped(size int64, mapped int) error {
 // where a walk may go far without reaching the mapped end (Check, Stats,
 // seeks to the end, an idle tailer), it finds a truncated file before the
 // walk faults. Reaching the mapped end, refresh does the same.
+//
+// The mapped length is read before the file's size: a grower extends the
+// file before it maps more, so a mapping read first is never longer than
+// the file unless the file was cut; read after, it may take in a growth
+// the size missed and report a truncation that did not happen.
 func (c *cycle) checkSize() error {
+	mapped := len(c.mem())
 	size, err := c.fileSize()
 	if err != nil {
 		return err
 	}
-	return c.shorterThanMapped(size, len(c.mem()))
+	return c.shorterThanMapped(size, mapped)
 }
 
 // fileSize returns the file's size without allocating (os.File.Stat

@@ -37,6 +37,9 @@ import (
 //	320      8  latest cycle + 1 (0: no cycle file yet)
 //	384      4  doorbell: futex word, odd while a wake-up is pending
 //	388      4  sleepers: processes watching the doorbell
+//	448      8  dead-writer slots skipped: busy slots a tailer marked
+//	            skipped because their writer had died (all processes)
+//	456     56  reserved, zero (event counters to come)
 //	1024  4096  writer leases, 256 x {token uint64, generation uint64}
 //	5120  8192  named tailers, 128 x 64 bytes:
 //	              0  8  name length (0: free slot)
@@ -114,6 +117,12 @@ const (
 	metaLatestOff   = 320
 	metaBellOff     = 384
 	metaSleepersOff = 388
+	// metaSkippedOff is the first of the event counters, words outside
+	// the checksum that every process increments atomically. Files made
+	// before them hold zero there (no events), and builds before them
+	// never read or write bytes 448-511, so they need no format version:
+	// an older build's writers simply do not count.
+	metaSkippedOff  = 448
 	leaseTableOff   = 1024
 	maxLeases       = 256
 	leaseSize       = 16

@@ -122,6 +122,13 @@ func runHelper(role, dir, args string) int {
 		}
 		fmt.Println("reserved", w.Index())
 		select {}
+	case "skipped-count": // print Stats().SkippedSlots
+		st, err := q.Stats()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(st.SkippedSlots)
 	case "latency-reader": // wait mode, messages, warm-up: record and print latency
 		return latencyReader(q, WaitMode(a[0]), a[1], a[2])
 	case "wait-once-stats": // print Stats.Wakeups, then as wait-once

@@ -50,6 +50,8 @@ type Queue struct {
 	// have rung, and how many times in a row (see ring).
 	pendingBell, pendingRuns atomic.Uint32
 
+	skipped *atomic.Uint64 // event counter in queue.meta: dead-writer slots skipped
+
 	mu      sync.Mutex        // guards cycles, idle, open tailers
 	cycles  map[uint32]*cycle // mapped cycle files
 	idle    []*cycle          // unreferenced but still mapped, oldest first
@@ -187,6 +189,7 @@ func openMeta(dir string, f *os.File, readOnly bool, o Options) (*Queue, error) 
 		latest:    shm.U64(m, metaLatestOff),
 		bell:      shm.U32(m, metaBellOff),
 		sleepers:  shm.U32(m, metaSleepersOff),
+		skipped:   shm.U64(m, metaSkippedOff),
 		leases:    shm.U64s(m, leaseTableOff, 2*maxLeases),
 		tailers:   m[tailerTableOff : tailerTableOff+maxNamedTailers*tailerSlotSize],
 		cycles:    make(map[uint32]*cycle),

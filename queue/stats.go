@@ -27,6 +27,11 @@ type Stats struct {
 	// Wakeups says how this process, asleep in Wait, is woken by an
 	// append in another: "futex_waitv", or a poll and why.
 	Wakeups string
+	// SkippedSlots counts the slots tailers of every process skipped
+	// because their writer died before committing them, since the queue
+	// was made (a counter in queue.meta; 0 where no build that counts
+	// them has written the queue). Each such slot takes an index.
+	SkippedSlots uint64
 }
 
 // CycleStats describes one cycle file.
@@ -70,6 +75,7 @@ func (q *Queue) Stats() (Stats, error) {
 		return st, ErrClosed
 	}
 	st.Watchers = int(q.sleepers.Load())
+	st.SkippedSlots = q.skipped.Load()
 	for i := 0; i < maxLeases; i++ {
 		if tok := q.leases[2*i].Load(); tok != 0 && q.witness.Alive(shm.Token(tok)) {
 			st.Writers = append(st.Writers, shm.Token(tok).PID())

@@ -274,6 +274,9 @@ func (t *Tailer) peekSlow() (uint64, error) {
 				return 0, ErrNoMessage
 			}
 			if !t.c.writable || shm.U64(t.mem, int(t.off)).CompareAndSwap(h, h&^flagBusy|flagSkipped) {
+				if t.c.writable { // this tailer marked it: counted once, by the marker
+					t.q.skipped.Add(1)
+				}
 				h = h&^flagBusy | flagSkipped
 			} else {
 				continue

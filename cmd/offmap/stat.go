@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 var statCommand = command{
 	name:     "stat",
-	synopsis: "[--json] [--segments] FILE",
+	synopsis: "[--json] [--segments] FILE | --prometheus FILE...",
 	summary:  "show a map's layout, growth, fill and locks",
 	help: `Stat shows a map's layout and format version; its file size now, when
 created and at most; how far it grew (slot tables moved to larger ones,
@@ -20,8 +21,19 @@ extents of entry space added, and the bytes growth left unused, which
 'offmap copy' reclaims); the room it was created with, entries and
 bytes used; the fill of its segments; and who holds segment locks: a live
 process (a write in progress) or a dead one (the next writer takes the
-lock over and repairs the segment; 'offmap recover' does it now). It
-opens the file read-only and changes nothing.
+lock over and repairs the segment; 'offmap recover' does it now). Its
+events line counts, for every process since the file was made, the
+segment locks taken over from dead holders, the segments repaired and
+the expired entries removed (counters in the file's header; a file whose
+writers predate them counts from when newer ones began). It opens the
+file read-only and changes nothing.
+
+With --prometheus it prints the metrics of each FILE in the Prometheus
+text exposition format instead (docs/METRICS.md: offmap_map_entries,
+offmap_map_lock_takeovers_total and the others, labelled with the path
+as given), for node_exporter's textfile collector or a cron job. If a
+FILE cannot be read it prints nothing and exits 2, so that a file it
+writes is never half of a scrape.
 
 A segment's entry fill is its entries (detached included) over what its
 slot table takes before it moves to one twice as large; its space fill
@@ -32,7 +44,11 @@ map is full.`,
   # every segment, not just a summary
   offmap stat --segments clients.map
   # how far the map grew, with jq
-  offmap stat --json clients.map | jq '{file_size, unused_bytes}'`,
+  offmap stat --json clients.map | jq '{file_size, unused_bytes}'
+  # metrics of two maps for node_exporter's textfile collector
+  cd /var/lib/node_exporter
+  offmap stat --prometheus /srv/clients.map /srv/orders.map >offmap.prom.$$ &&
+    mv offmap.prom.$$ offmap.prom`,
 	run: runStat,
 }
 
@@ -65,7 +81,11 @@ type statJSON struct {
 	Expiring         bool          `json:"expiring"`
 	TTL              time.Duration `json:"ttl_ns"`
 	Expired          int           `json:"expired"` // expired entries that 'offmap sweep' would delete
-	PerSegment       []segmentJSON `json:"segments"`
+	// Events of every process since the file was made (header counters).
+	LockTakeovers  int           `json:"lock_takeovers"`  // segment locks taken over from a dead holder
+	Repairs        int           `json:"repairs"`         // segments repaired after a dead holder or damage
+	ExpiredRemoved int           `json:"expired_removed"` // expired entries deleted by writers and sweeps
+	PerSegment     []segmentJSON `json:"segments"`
 }
 
 type segmentJSON struct {
@@ -89,9 +109,19 @@ func runStat(c *cli, args []string) error {
 	fs := c.flags()
 	asJSON := fs.Bool("json", false, "print JSON, with every segment")
 	all := fs.Bool("segments", false, "list every segment (by default only when there are at most 64)")
-	pos, err := c.parse(fs, args, 1, 1)
+	prom := fs.Bool("prometheus", false, "print the metrics of each FILE in the Prometheus text format")
+	pos, err := c.parse(fs, args, 1, math.MaxInt)
 	if err != nil {
 		return err
+	}
+	if *prom {
+		if *asJSON || *all {
+			return c.usageError("--prometheus prints neither JSON nor segments")
+		}
+		return printPrometheus(c, pos)
+	}
+	if len(pos) != 1 {
+		return c.usageError("wrong number of arguments; usage: offmap %s %s", c.cmd.name, c.cmd.synopsis)
 	}
 	m, err := openMap(pos[0], readOnly)
 	if err != nil {
@@ -121,6 +151,7 @@ func statOf(st offmap.Stats) statJSON {
 		TablesGrown: st.TablesGrown, ExtentsAdded: st.ExtentsAdded, UnusedBytes: st.UnusedBytes,
 		ChecksumEntries: st.ChecksumEntries,
 		Expiring:        st.Expiring, TTL: st.TTL, Expired: st.Expired,
+		LockTakeovers: st.LockTakeovers, Repairs: st.Repairs, ExpiredRemoved: st.ExpiredRemoved,
 	}
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
@@ -172,6 +203,8 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 		}
 		fmt.Fprintf(w, "expiry         %s; %d entries expired, awaiting 'offmap sweep'\n", ttl, st.Expired)
 	}
+	fmt.Fprintf(w, "events         %d lock takeovers of dead holders, %d segments repaired, %d expired entries removed\n",
+		st.LockTakeovers, st.Repairs, st.ExpiredRemoved)
 	fmt.Fprintf(w, "starting room  %d entries when created (the map grows past them)\n", st.Capacity)
 	fmt.Fprintf(w, "entries        %d, %d detached\n", st.Entries, st.Detached)
 	fmt.Fprintf(w, "bytes used     %d of %d bytes of entry space (%s)\n",

@@ -277,8 +277,9 @@ func TestStatsJSON(t *testing.T) {
 			State     string `json:"state"`
 			Error     string `json:"error"`
 		} `json:"cycles"`
-		Messages uint64 `json:"messages"`
-		Tailers  []struct {
+		Messages     uint64 `json:"messages"`
+		SkippedSlots uint64 `json:"skipped_slots"`
+		Tailers      []struct {
 			Name       string  `json:"name"`
 			AckedUpTo  *string `json:"acknowledged_up_to"`
 			AckedCycle *uint32 `json:"acknowledged_cycle"`
@@ -296,7 +297,8 @@ func TestStatsJSON(t *testing.T) {
 		t.Fatalf("more than one object:\n%s", out)
 	}
 	if st.Dir != q || st.FormatVersion != 2 || st.Roll != "daily" || st.IndexSpacing != 64 || st.MaxCycleSize != 4<<30 ||
-		st.Messages != 3 || len(st.Writers) != 0 || st.Watchers != 0 || st.Wakeups != "futex_waitv" && !strings.HasPrefix(st.Wakeups, "polled each") {
+		st.Messages != 3 || len(st.Writers) != 0 || st.Watchers != 0 || st.SkippedSlots != 0 ||
+		st.Wakeups != "futex_waitv" && !strings.HasPrefix(st.Wakeups, "polled each") {
 		t.Errorf("stats --json: %+v", st)
 	}
 	if age := time.Since(st.Created); age < 0 || age > time.Minute {
@@ -335,6 +337,7 @@ func TestStatsJSON(t *testing.T) {
 		"tailer     billing: acknowledged up to 0:1, lag 2 messages\n",
 		"tailer     audit: nothing acknowledged, lag 3 messages\n",
 		"messages   3\n",
+		"skipped    0 slots of dead writers\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("stats lacks %q:\n%s", want, text)
@@ -661,5 +664,23 @@ func TestChecksumMessages(t *testing.T) {
 	}
 	if out, errOut, code := offqueue(t, "", "dump", q); code == 0 || !strings.Contains(out, "one") || strings.Contains(out, "Secret") || !strings.Contains(errOut, "fails its checksum") {
 		t.Errorf("dump of a damaged message: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestStatsSkipped: stats shows queue.meta's count of dead writers' slots
+// skipped (offset 448), in text and JSON.
+func TestStatsSkipped(t *testing.T) {
+	q := newQueue(t, "a\n")
+	damage(t, q, "queue.meta", 448, []byte{7, 1, 0, 0, 0, 0, 0, 0}) // 263
+	text, _, code := offqueue(t, "", "stats", q)
+	if code != 0 || !strings.Contains(text, "skipped    263 slots of dead writers\n") {
+		t.Errorf("stats: exit %d\n%s", code, text)
+	}
+	out, _, code := offqueue(t, "", "stats", "--json", q)
+	var st struct {
+		SkippedSlots uint64 `json:"skipped_slots"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || st.SkippedSlots != 263 {
+		t.Errorf("stats --json: exit %d, %v, skipped %d\n%s", code, err, st.SkippedSlots, out)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ import (
 
 var statsCommand = command{
 	name:     "stats",
-	synopsis: "[--json] DIR",
+	synopsis: "[--json] DIR | --prometheus DIR...",
 	summary:  "show the queue's settings, cycle files, writers and named tailers",
 	help: `Stats prints the queue's settings (format version, roll cycle, index
 spacing, the size limit of a cycle file, when it was created, in RFC 3339
@@ -28,7 +29,10 @@ far it has acknowledged (CYCLE:SEQ, the index it reads first when opened
 again) and its lag: the messages after that index, counted across cycle
 files (those retention deleted count nothing; a slot skipped after its
 writer died counts, as it takes an index). Messages carry no time, so no
-age is shown. Sizes are in binary units (KiB, MiB, GiB).
+age is shown. The skipped line counts the slots that tailers of every
+process skipped because their writer died before committing them, since
+the queue was made (a counter in queue.meta). Sizes are in binary units
+(KiB, MiB, GiB).
 
 With --json it prints the same as one JSON object; a named tailer's
 position is there as acknowledged_up_to ("CYCLE:SEQ") and as numbers:
@@ -38,12 +42,23 @@ readers that keep numbers as doubles use the cycle and seq), and its lag
 as lag (null when it could not be counted). It opens the queue
 read-only and changes nothing. When a cycle file or a named-tailer slot
 cannot be read (damaged, or truncated while in use), it prints the rest,
-says which, and exits 2.`,
+says which, and exits 2.
+
+With --prometheus it prints the metrics of each DIR in the Prometheus
+text exposition format instead (docs/METRICS.md: offmap_queue_messages,
+offmap_queue_tailer_lag_messages and the others, labelled with the
+directory as given), for node_exporter's textfile collector or a cron
+job. If a part of a queue cannot be read it prints nothing and exits 2,
+so that a file it writes is never half of a scrape.`,
 	examples: `  offqueue stats /var/queues/orders
   # the messages of each cycle file, with jq
   offqueue stats --json /var/queues/orders | jq '.cycles[].messages'
   # the lag of each named tailer
-  offqueue stats --json /var/queues/orders | jq '.tailers[] | {name, lag}'`,
+  offqueue stats --json /var/queues/orders | jq '.tailers[] | {name, lag}'
+  # metrics for node_exporter's textfile collector
+  cd /var/lib/node_exporter
+  offqueue stats --prometheus /var/queues/orders >offqueue.prom.$$ &&
+    mv offqueue.prom.$$ offqueue.prom`,
 	run: runStats,
 }
 
@@ -62,6 +77,7 @@ type statsJSON struct {
 	Cycles        []cycleJSON  `json:"cycles"`
 	Messages      uint64       `json:"messages"`
 	Tailers       []tailerJSON `json:"tailers"`
+	SkippedSlots  uint64       `json:"skipped_slots"` // of dead writers, by every process since the queue was made
 }
 
 type cycleJSON struct {
@@ -91,12 +107,22 @@ func runStats(c *cli, args []string) error {
 	fs := c.flags()
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	wf := defineWatchFlags(fs)
-	pos, err := c.parse(fs, args, 1, 1)
+	prom := fs.Bool("prometheus", false, "print the metrics of each DIR in the Prometheus text format")
+	pos, err := c.parse(fs, args, 1, math.MaxInt)
 	if err != nil {
 		return err
 	}
 	if err := wf.check(c); err != nil {
 		return err
+	}
+	if *prom {
+		if *asJSON || *wf.watch {
+			return c.usageError("--prometheus prints no JSON and does not --watch")
+		}
+		return printPrometheus(c, pos)
+	}
+	if len(pos) != 1 {
+		return c.usageError("wrong number of arguments; usage: offqueue %s %s", c.cmd.name, c.cmd.synopsis)
 	}
 	q, err := openQueue(pos[0])
 	if err != nil {
@@ -133,6 +159,7 @@ func runStats(c *cli, args []string) error {
 		fmt.Fprintf(w, "  %-10d %10d messages %11s used %11s file  %s\n", c.Cycle, c.Messages, cliargs.FormatSize(c.BytesUsed), cliargs.FormatSize(c.FileSize), state)
 	}
 	fmt.Fprintf(w, "messages   %d\n", out.Messages)
+	fmt.Fprintf(w, "skipped    %d slots of dead writers\n", out.SkippedSlots)
 	for _, t := range out.Tailers {
 		pos := "nothing acknowledged"
 		if t.AckedUpTo != nil {
@@ -201,6 +228,7 @@ func statsOf(st queue.Stats) statsJSON {
 		Cycles:    []cycleJSON{},
 		Tailers:   []tailerJSON{},
 	}
+	out.SkippedSlots = st.SkippedSlots
 	for _, c := range st.Cycles {
 		cj := cycleJSON{
 			Cycle: c.Cycle, File: filepath.Base(c.Path), FileSize: c.FileSize,

@@ -15,7 +15,7 @@ import (
 // 'kafka-consumer-groups --describe' show them.
 
 func init() {
-	statsCommand.synopsis = "[--json] [--watch [--interval D] [--count N]] DIR"
+	statsCommand.synopsis = "[--json] [--watch [flags]] DIR | --prometheus DIR..."
 	statsCommand.help += `
 
 With --watch it prints, every --interval (1s by default) until

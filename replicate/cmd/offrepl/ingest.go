@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offmap/offmap/internal/promtext"
 	"github.com/offmap/offmap/queue"
 	"github.com/offmap/offmap/replicate/ingest"
 )
@@ -57,7 +58,7 @@ type ingestFlags struct {
 	retryMin, retryMax time.Duration
 }
 
-func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, rep *reporter) error {
 	f := &ingestFlags{}
 	fs.StringVar(&f.dir, "queue", "", "the local queue's `DIR` (created if missing)")
 	fs.StringVar(&f.roll, "roll", "", "roll `CYCLE` of a new queue: daily, hourly, minutely or secondly (default: the queue's own, or daily)")
@@ -71,7 +72,7 @@ func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 	fs.BoolVar(&f.allowGaps, "allow-gaps", false, "when the engine no longer holds messages the queue lacks, log the gap and go on (default: stop with an error)")
 	fs.DurationVar(&f.retryMin, "retry-min", 100*time.Millisecond, "first back-off `INTERVAL` after a failure")
 	fs.DurationVar(&f.retryMax, "retry-max", 5*time.Second, "longest back-off `INTERVAL`")
-	return func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+	return func(ctx context.Context, tick <-chan time.Time, rep *reporter) error {
 		cfg, err := f.config()
 		if err != nil {
 			return err
@@ -80,6 +81,8 @@ func ingestSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 		if err != nil {
 			return err
 		}
+		report := rep.Line
+		rep.Expose(func() []promtext.Sample { return ingestSamples(f.dir, in.Progress()) })
 		report("started: " + f.nats.withWaiting(in.Progress().String()))
 		runCtx, stop := context.WithCancel(ctx)
 		defer stop()

@@ -2,7 +2,9 @@
 // mirror (local queue to a JetStream stream or Kafka topic), an ingest
 // (stream or topic to a local queue) or a replica (a local map kept equal
 // to a JetStream key-value bucket or a compacted Kafka topic). It prints
-// progress and lag every --progress interval and exits cleanly, with
+// progress and lag every --progress interval (--log-format json: one JSON
+// object per line, with the job's metrics), serves its metrics for
+// Prometheus on /metrics with --metrics-addr, and exits cleanly, with
 // everything it acknowledged kept, on SIGTERM.
 //
 //	offrepl mirror  [flags]
@@ -43,9 +45,10 @@ type command struct {
 	// setup defines the command's flags on fs and returns the function
 	// that runs the job once they are parsed. run returns when ctx is
 	// cancelled (nil: a clean stop) or on an error that ends the job; it
-	// calls report with a one-line progress summary whenever asked to
-	// through the channel tick.
-	setup func(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, report func(string)) error
+	// calls rep.Line with a one-line progress summary whenever asked to
+	// through the channel tick, and rep.Expose once it has built what it
+	// runs, with the function that returns its metrics.
+	setup func(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, rep *reporter) error
 }
 
 // commands lists the job kinds in the order "offrepl help" shows them;
@@ -82,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {}
 	config := fs.String("config", "", "read flags from `FILE` (\"name value\" per line); the command line wins")
 	progress := fs.Duration("progress", 5*time.Second, "print progress and lag every `INTERVAL` (0: never)")
+	metricsAddr := fs.String("metrics-addr", "", "serve the job's metrics for Prometheus on http://`ADDR`/metrics (host:port, :port)")
+	logFormat := fs.String("log-format", "text", "progress lines as `FORMAT`: text, or json (one object per line)")
 	job := cmd.setup(fs)
 	pos, err := cliargs.Parse(fs, args[1:])
 	if err != nil {
@@ -102,16 +107,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return cliargs.ExitError
 		}
 	}
+	if *logFormat != "text" && *logFormat != "json" {
+		fmt.Fprintf(stderr, "offrepl: %s: --log-format %q: text or json (see 'offrepl %s --help')\n", cmd.name, *logFormat, cmd.name)
+		return cliargs.ExitError
+	}
+	rep := &reporter{job: cmd.name, out: stdout, json: *logFormat == "json"}
+	if *metricsAddr != "" {
+		addr, stop, err := serveMetrics(*metricsAddr, rep)
+		if err != nil {
+			fmt.Fprintf(stderr, "offrepl: %s: %v\n", cmd.name, message(err.Error()))
+			return cliargs.ExitError
+		}
+		defer stop()
+		rep.Line("metrics on http://" + addr + "/metrics")
+	}
 	var tick <-chan time.Time
 	if *progress > 0 {
 		t := time.NewTicker(*progress)
 		defer t.Stop()
 		tick = t.C
 	}
-	report := func(line string) {
-		fmt.Fprintf(stdout, "%s %s: %s\n", time.Now().Format(time.TimeOnly), cmd.name, message(line))
-	}
-	if err := job(ctx, tick, report); err != nil {
+	if err := job(ctx, tick, rep); err != nil {
 		fmt.Fprintf(stderr, "offrepl: %s: %s\n", cmd.name, message(err.Error()))
 		return cliargs.ExitError
 	}

@@ -28,11 +28,11 @@ func init() {
 // testCommand records the flags it ran with.
 var testCommand = &command{
 	name: "testjob", summary: "a job for the tests", help: "Runs nothing.", examples: "  # nothing\n  offrepl testjob\n",
-	setup: func(fs *flag.FlagSet) func(context.Context, <-chan time.Time, func(string)) error {
+	setup: func(fs *flag.FlagSet) func(context.Context, <-chan time.Time, *reporter) error {
 		a := fs.String("a", "", "a")
 		b := fs.Int("b", 0, "b")
-		return func(ctx context.Context, _ <-chan time.Time, report func(string)) error {
-			report("a=" + *a + " b=" + strconv.Itoa(*b))
+		return func(ctx context.Context, _ <-chan time.Time, rep *reporter) error {
+			rep.Line("a=" + *a + " b=" + strconv.Itoa(*b))
 			return nil
 		}
 	},

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/internal/cliargs"
+	"github.com/offmap/offmap/internal/promtext"
 	"github.com/offmap/offmap/replicate/mirror"
 )
 
@@ -65,7 +66,7 @@ type mirrorFlags struct {
 	authFlags
 }
 
-func mirrorSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+func mirrorSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, rep *reporter) error {
 	f := &mirrorFlags{}
 	fs.StringVar(&f.dir, "queue", "", "the local queue's `DIR`")
 	fs.StringVar(&f.name, "name", "mirror", "the queue's named tailer that records what the engine acknowledged: `NAME`")
@@ -83,11 +84,13 @@ func mirrorSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Ti
 	fs.DurationVar(&f.retryMin, "retry-min", 100*time.Millisecond, "first back-off `INTERVAL` after a failure")
 	fs.DurationVar(&f.retryMax, "retry-max", 5*time.Second, "longest back-off `INTERVAL`")
 	f.authFlags.define(fs)
-	return func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+	return func(ctx context.Context, tick <-chan time.Time, rep *reporter) error {
+		report := rep.Line
 		m, err := f.mirror(ctx, report)
 		if err != nil || m == nil {
 			return err
 		}
+		rep.Expose(func() []promtext.Sample { return mirrorSamples(f.dir, m.Progress()) })
 		report("started: " + mirrorLine(m.Progress()))
 		ran := make(chan error, 1)
 		go func() { ran <- m.Run(ctx) }()

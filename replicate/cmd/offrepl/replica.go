@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/offmap/offmap/internal/cliargs"
+	"github.com/offmap/offmap/internal/promtext"
 	"github.com/offmap/offmap/offmap"
 	"github.com/offmap/offmap/replicate/replica"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -84,7 +85,7 @@ type replicaFlags struct {
 	poll, timeout, retryMin, retryMax time.Duration
 }
 
-func replicaSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+func replicaSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.Time, rep *reporter) error {
 	f := &replicaFlags{}
 	fs.StringVar(&f.path, "map", "", "the local map `FILE` (created if missing)")
 	cliargs.CountVar(fs, &f.entries, "entries", 100_000, "entries a new map starts with room for (`N`; it grows)")
@@ -111,12 +112,13 @@ func replicaSetup(fs *flag.FlagSet) func(ctx context.Context, tick <-chan time.T
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound each request to the engine to `DURATION`")
 	fs.DurationVar(&f.retryMin, "retry-min", 100*time.Millisecond, "first back-off `INTERVAL` after a failure")
 	fs.DurationVar(&f.retryMax, "retry-max", 5*time.Second, "longest back-off `INTERVAL`")
-	return func(ctx context.Context, tick <-chan time.Time, report func(string)) error {
-		return f.run(ctx, tick, report)
+	return func(ctx context.Context, tick <-chan time.Time, rep *reporter) error {
+		return f.run(ctx, tick, rep)
 	}
 }
 
-func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report func(string)) error {
+func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, rep *reporter) error {
+	report := rep.Line
 	if f.path == "" {
 		return errors.New("--map is required")
 	}
@@ -180,6 +182,7 @@ func (f *replicaFlags) run(ctx context.Context, tick <-chan time.Time, report fu
 		ensure = func(ctx context.Context) (string, error) { return f.ensureTopic(ctx, kopts) }
 	}
 	defer r.Close()
+	rep.Expose(func() []promtext.Sample { return replicaSamples(f.path, r.Progress()) })
 	report("started: " + f.nats.withWaiting(replicaLine(r.Progress())))
 
 	runCtx, stop := context.WithCancel(ctx)

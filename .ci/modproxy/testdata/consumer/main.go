@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/offmap/offmap/metrics"
 	"github.com/offmap/offmap/offmap"
 	"github.com/offmap/offmap/queue"
 	"github.com/offmap/offmap/replicate/mirror"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func main() {
@@ -54,6 +56,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("ok: map k=%s, queue last index %d, mirror sent %d\n", v, last, mr.Progress().Sent)
+	c := metrics.NewCollector()
+	if err := c.AddOpenMap(m); err != nil {
+		return err
+	}
+	if err := c.AddOpenQueue(q); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ok: map k=%s, queue last index %d, mirror sent %d, %d metric families\n", v, last, mr.Progress().Sent, len(fams))
 	return nil
 }
