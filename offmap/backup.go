@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -283,11 +282,10 @@ func (m *Map) writeBackup(path string, segs []backupSeg, t int64) (int, int64, e
 		}
 		// The map takes a descriptor of its own, which its Close closes;
 		// CreateAtomic links and closes f.
-		fd, err := syscall.Dup(int(f.Fd()))
+		g, err := shm.Dup(f)
 		if err != nil {
 			return err
 		}
-		g := os.NewFile(uintptr(fd), path)
 		dst, err := openMapped(g, path, false, opts)
 		if err != nil {
 			g.Close()

@@ -2,7 +2,8 @@ package offmap
 
 import (
 	"fmt"
-	"syscall"
+
+	"github.com/offmap/offmap/internal/shm"
 )
 
 // reserveError explains a failed reservation of address space: the error
@@ -11,11 +12,7 @@ import (
 // process's address space (128 TiB on Linux amd64, RLIMIT_AS, ulimit -v)
 // bounds how many maps it can have open at once.
 func reserveError(maxFileSize uint64, err error) error {
-	limit := "no address-space limit (ulimit -v) is set"
-	var rl syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_AS, &rl) == nil && rl.Cur < 1<<62 { // else unlimited: RLIM_INFINITY differs between systems
-		limit = fmt.Sprintf("the address-space limit (ulimit -v) is %d bytes", rl.Cur)
-	}
+	limit := shm.AddressSpaceLimit()
 	return fmt.Errorf("%w: every process reserves the map's MaxFileSize, %d bytes, of address space for each map it opens, "+
 		"and this one has no room for another (%s; a closed map keeps the pages it mapped, so that stale value handles read zeros): "+
 		"create maps with a smaller Options.MaxFileSize ('offmap copy --max-file-size' rewrites one), close maps not in use, or raise the limit",

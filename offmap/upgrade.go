@@ -9,11 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"syscall"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/offmap/offmap/internal/shm"
-	"golang.org/x/sys/unix"
 )
 
 // ErrCurrent is returned by Upgrade for a file that already has the
@@ -95,11 +93,12 @@ func Upgrade(path string) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, int(h.fileSize), unix.PROT_READ, unix.MAP_SHARED)
+	mp, err := shm.Map(f, 0, int(h.fileSize), false)
 	if err != nil {
-		return 0, fmt.Errorf("mmap: %w", err)
+		return 0, err
 	}
-	defer unix.Munmap(mem)
+	defer mp.Unmap()
+	mem := mp.Bytes()
 
 	// Holding the lock on the file at path, this process is the only
 	// upgrader: a temporary file left by an earlier, interrupted one is
@@ -133,9 +132,7 @@ func Upgrade(path string) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		os.Chown(tmp, int(st.Uid), int(st.Gid)) // where allowed: else the new file is this user's
-	}
+	shm.CopyOwner(tmp, fi)                                  // where allowed: else the new file is this user's
 	if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil { // exactly, whatever the umask
 		return 0, err
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
-	"golang.org/x/sys/unix"
 )
 
 // cycle is one cycle file mapped by this process: the header page, then
@@ -313,11 +312,7 @@ func (c *cycle) checkSize() error {
 // fileSize returns the file's size without allocating (os.File.Stat
 // does), so that the tailer's seeks and waits stay allocation-free.
 func (c *cycle) fileSize() (int64, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(c.f.Fd()), &st); err != nil {
-		return 0, &os.PathError{Op: "fstat", Path: c.f.Name(), Err: err}
-	}
-	return st.Size, nil
+	return shm.FileSize(c.f)
 }
 
 // grow makes the file hold at least need bytes, preallocated in blocks,

@@ -1,11 +1,7 @@
-//go:build linux || darwin
-
 package latency
 
 import (
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // CPUMeter measures CPU time (user + system) over a window: this process
@@ -72,15 +68,3 @@ func (m *CPUMeter) Read() (CPUUsage, error) {
 
 // Wall returns the window's length as a Duration.
 func (u CPUUsage) Wall() time.Duration { return time.Duration(u.WallNanos) }
-
-func rusage() (self, children int64, err error) {
-	var ru unix.Rusage
-	if err = unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0, 0, err
-	}
-	self = unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime)
-	if err = unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err != nil {
-		return 0, 0, err
-	}
-	return self, unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime), nil
-}

@@ -34,3 +34,9 @@ func (e *OpError) Error() string {
 }
 
 func (e *OpError) Unwrap() error { return e.Err }
+
+// ErrSparse is returned when a file has holes (no storage behind some of
+// its pages, as a copy made with cp --sparse=always has) that cannot be
+// filled: a page fault on a hole needs storage, and on a full file system
+// it raises SIGBUS instead of returning an error.
+var ErrSparse = errors.New("file has holes that cannot be given storage (a sparse copy?)")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,12 +59,6 @@ func openRegular(path string, mode int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// ErrSparse is returned when a file has holes (no storage behind some of
-// its pages, as a copy made with cp --sparse=always has) that cannot be
-// filled: a page fault on a hole needs storage, and on a full file system
-// it raises SIGBUS instead of returning an error.
-var ErrSparse = errors.New("file has holes that cannot be given storage (a sparse copy?)")
-
 // allocated reports whether every page of f has storage, by its block
 // count. SEEK_HOLE alone cannot tell: ext4 and xfs report ranges that
 // fallocate reserved but nothing wrote yet (unwritten extents) as holes,
@@ -78,4 +73,43 @@ func allocated(f *os.File) bool {
 	}
 	page := int64(os.Getpagesize())
 	return st.Blocks*512 >= (st.Size+page-1)/page*page
+}
+
+// FileSize returns f's size without allocating (os.File.Stat does), so
+// that a tailer's seeks and waits stay allocation-free.
+func FileSize(f *os.File) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return 0, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	return st.Size, nil
+}
+
+// Dup returns a second *os.File for f's open file, which closes
+// independently of f.
+func Dup(f *os.File) (*os.File, error) {
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: err}
+	}
+	unix.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// CopyOwner gives path the owner and group of fi's file, where the
+// process may (else path stays its own).
+func CopyOwner(path string, fi os.FileInfo) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		os.Chown(path, int(st.Uid), int(st.Gid))
+	}
+}
+
+// AddressSpaceLimit describes the process's limit on address space
+// (RLIMIT_AS, ulimit -v), for errors about failed reservations.
+func AddressSpaceLimit() string {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_AS, &rl) == nil && rl.Cur < 1<<62 { // else unlimited: RLIM_INFINITY differs between systems
+		return fmt.Sprintf("the address-space limit (ulimit -v) is %d bytes", rl.Cur)
+	}
+	return "no address-space limit (ulimit -v) is set"
 }

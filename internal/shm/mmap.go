@@ -72,54 +72,6 @@ func (m *Mapping) Unmap() error {
 	return err
 }
 
-// extendZeroed makes f at least size bytes long by writing zeros past its
-// end, which gives the new bytes storage (a full disk is ENOSPC here). It
-// never writes below the end, so data that other processes write through
-// their mappings is safe, and it holds an exclusive flock while it looks
-// at the size and writes, so that two processes growing the file at once
-// cannot both write zeros over the same new range after one of them has
-// put data there. f must not be flocked otherwise (a map file is not
-// preallocated after it is attached; a queue's cycle files are never
-// flocked); calls on one *os.File are serialised by the caller.
-func extendZeroed(f *os.File, size int64) error {
-	if err := Flock(f, true, false); err != nil {
-		return err
-	}
-	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	for off := st.Size(); off < size; {
-		n := min(size-off, int64(len(zeroChunk)))
-		if _, err := f.WriteAt(zeroChunk[:n], off); err != nil {
-			return fmt.Errorf("preallocate %s (%d bytes): %w", f.Name(), size, err)
-		}
-		off += n
-	}
-	return nil
-}
-
-var zeroChunk [256 << 10]byte
-
-// writeZeros writes zeros over [off, off+n) of f, extending it if it is
-// shorter. The range must be the caller's alone: whatever another process
-// wrote there is overwritten.
-func writeZeros(f *os.File, off, n int64) error {
-	for n > 0 {
-		k := min(n, int64(len(zeroChunk)))
-		if _, err := f.WriteAt(zeroChunk[:k], off); err != nil {
-			return fmt.Errorf("grow %s: %w", f.Name(), err)
-		}
-		off, n = off+k, n-k
-	}
-	return nil
-}
-
-// ErrWouldBlock is returned by Flock with nonblocking set when another
-// open file holds a conflicting lock.
-var ErrWouldBlock = errors.New("file is locked by another process")
-
 // Flock takes a whole-file advisory lock, shared or exclusive. The kernel
 // drops it when the file is closed or the process dies.
 func Flock(f *os.File, exclusive, nonblocking bool) error {
@@ -145,6 +97,13 @@ func Flock(f *os.File, exclusive, nonblocking bool) error {
 	}
 }
 
+// lockGrowth and unlockGrowth serialise extendZeroed between processes:
+// an exclusive flock, which a map file attached (a shared flock) does not
+// take while it grows.
+func lockGrowth(f *os.File) error { return Flock(f, true, false) }
+
+func unlockGrowth(f *os.File) { unix.Flock(int(f.Fd()), unix.LOCK_UN) }
+
 // createViaTempName is CreateAtomic for file systems without O_TMPFILE: a
 // crash may leave the temporary file behind, never a partial map.
 func createViaTempName(path string, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
@@ -168,22 +127,10 @@ func createViaTempName(path string, mode os.FileMode, size int64, durable bool, 
 	return syncDir(dir)
 }
 
-func prepare(f *os.File, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
-	if err := f.Chmod(mode.Perm()); err != nil {
-		return err
-	}
-	if err := Preallocate(f, size); err != nil {
-		return err
-	}
-	if err := fill(f); err != nil {
-		return err
-	}
-	if !durable {
-		return nil
-	}
-	return f.Sync()
-}
+// noSpace is err: these systems report a full disk as ENOSPC.
+func noSpace(err error) error { return err }
 
+// syncDir makes a new name in dir durable.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

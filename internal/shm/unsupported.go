@@ -1,4 +1,4 @@
-//go:build !(linux || darwin) || !(amd64 || arm64 || loong64 || mips64le || ppc64le || riscv64)
+//go:build !(linux || darwin || windows) || !(amd64 || arm64 || loong64 || mips64le || ppc64le || riscv64)
 
 package shm
 

@@ -1,0 +1,122 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/windows"
+)
+
+// OpenFile opens path for reading and writing, or for reading only when
+// readOnly is set or the process may not write it; ro reports which. It
+// refuses anything that is not a regular file. Every file is opened with
+// FILE_SHARE_READ, FILE_SHARE_WRITE and FILE_SHARE_DELETE (os.Open shares
+// no deletion), so that other processes may use it at once and a queue's
+// retention may delete a cycle file that others still have open: the
+// name goes at once or when the last handle closes, the data when the
+// last view does.
+func OpenFile(path string, readOnly bool) (f *os.File, ro bool, err error) {
+	if attrs, err := attributes(path); err != nil {
+		return nil, false, err
+	} else if attrs&(windows.FILE_ATTRIBUTE_DIRECTORY|windows.FILE_ATTRIBUTE_DEVICE) != 0 {
+		return nil, false, fmt.Errorf("%w: %s is not a regular file", ErrForeign, path)
+	}
+	if !readOnly {
+		f, err = openShared(path, windows.GENERIC_READ|windows.GENERIC_WRITE, windows.OPEN_EXISTING)
+		if err == nil || !errors.Is(err, os.ErrPermission) && !errors.Is(err, windows.ERROR_WRITE_PROTECT) {
+			return f, false, err
+		}
+	}
+	f, err = openShared(path, windows.GENERIC_READ, windows.OPEN_EXISTING)
+	return f, true, err
+}
+
+func attributes(path string) (uint32, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return 0, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	a, err := windows.GetFileAttributes(p)
+	if err != nil {
+		return 0, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return a, nil
+}
+
+// openShared opens or creates path with every sharing flag, not
+// inheritable by child processes, and checks it is a disk file.
+func openShared(path string, access, disposition uint32) (*os.File, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	h, err := windows.CreateFile(p, access,
+		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE,
+		nil, disposition, windows.FILE_ATTRIBUTE_NORMAL, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if t, err := windows.GetFileType(h); err != nil || t != windows.FILE_TYPE_DISK {
+		windows.CloseHandle(h)
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrForeign, path)
+	}
+	return os.NewFile(uintptr(h), path), nil
+}
+
+// FileSize returns f's size without allocating (os.File.Stat does).
+func FileSize(f *os.File) (int64, error) {
+	var fi windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(windows.Handle(f.Fd()), &fi); err != nil {
+		return 0, &os.PathError{Op: "stat", Path: f.Name(), Err: err}
+	}
+	return int64(fi.FileSizeHigh)<<32 | int64(fi.FileSizeLow), nil
+}
+
+// back makes sure the bytes [off, off+n) of f have storage. On Windows
+// only a file marked sparse can lack it (NTFS gives every other file its
+// clusters when it is extended, and reports a full disk then): clearing
+// the mark (FSCTL_SET_SPARSE) makes the file system allocate its holes,
+// or fail with a full disk, here rather than at a page fault.
+func back(f *os.File, off, n int64, writable bool) error {
+	if n <= 0 {
+		return nil
+	}
+	var fi windows.ByHandleFileInformation
+	h := windows.Handle(f.Fd())
+	if err := windows.GetFileInformationByHandle(h, &fi); err != nil {
+		return &os.PathError{Op: "stat", Path: f.Name(), Err: err}
+	}
+	if fi.FileAttributes&windows.FILE_ATTRIBUTE_SPARSE_FILE == 0 {
+		return nil
+	}
+	if !writable {
+		return fmt.Errorf("%w: %s is a sparse file and is not writable here", ErrSparse, f.Name())
+	}
+	var clear byte // FILE_SET_SPARSE_BUFFER{SetSparse: FALSE}
+	var done uint32
+	if err := windows.DeviceIoControl(h, windows.FSCTL_SET_SPARSE, &clear, 1, nil, 0, &done, nil); err != nil {
+		return fmt.Errorf("%w: %s is a sparse file: %w", ErrSparse, f.Name(), noSpace(err))
+	}
+	return nil
+}
+
+// Dup returns a second *os.File for f's open file, which closes
+// independently of f.
+func Dup(f *os.File) (*os.File, error) {
+	var h windows.Handle
+	self := windows.CurrentProcess()
+	if err := windows.DuplicateHandle(self, windows.Handle(f.Fd()), self, &h, 0, false, windows.DUPLICATE_SAME_ACCESS); err != nil {
+		return nil, &os.PathError{Op: "DuplicateHandle", Path: f.Name(), Err: err}
+	}
+	return os.NewFile(uintptr(h), f.Name()), nil
+}
+
+// CopyOwner does nothing on Windows: a new file inherits its directory's
+// access control list.
+func CopyOwner(string, os.FileInfo) {}
+
+// AddressSpaceLimit describes the process's limit on address space, for
+// errors about failed reservations: 128 TiB for a 64-bit process, less
+// what the system's commit limit allows for page tables.
+func AddressSpaceLimit() string { return "a 64-bit Windows process has 128 TiB of address space" }

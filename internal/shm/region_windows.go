@@ -1,0 +1,204 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+)
+
+// Region on Windows: the range is a placeholder (VirtualAlloc2,
+// MEM_RESERVE_PLACEHOLDER), and each Extend splits off the part it needs
+// and maps the file into it (MapViewOfFile3, MEM_REPLACE_PLACEHOLDER),
+// one view per Extend, so that what is mapped never moves. A view starts
+// at a multiple of the allocation granularity (64 KiB), in the file and
+// in memory; so a writer pads the file with zeros to the next multiple
+// before it maps, and the mapped end always lies on one. A process that
+// may only read a file whose mapped end does not (a file made on another
+// system) cannot map more of it: Extend says so, and reopening maps it
+// whole.
+type Region struct {
+	base     uintptr
+	reserved int // as asked for
+	space    int // reserved, rounded up to the allocation granularity
+	mapped   int
+	writable bool
+	views    []uintptr      // the views' addresses, in order
+	file     windows.Handle // of the last Extend, for Sync
+	zeroed   int            // bytes of private zero pages Release left at base
+}
+
+// errUnalignedEnd is returned by Extend when the mapped end of a file
+// opened read-only is not on a 64 KiB boundary.
+var errUnalignedEnd = errors.New("the mapped end is not a multiple of 64 KiB (a file made on another system, opened read-only here): reopen it to map its growth")
+
+// Reserve reserves size bytes of address space, a multiple of the page
+// size.
+func Reserve(size int) (*Region, error) {
+	if size <= 0 || size%os.Getpagesize() != 0 {
+		return nil, fmt.Errorf("shm: reserve %d bytes: not a positive multiple of the page size", size)
+	}
+	space := Pad(size, allocationGranularity)
+	p, err := virtualAlloc2(0, space, memReserve|memReservePlaceholder, pageNoAccess)
+	if err != nil {
+		return nil, fmt.Errorf("shm: reserve %d bytes of address space: %w", size, err)
+	}
+	return &Region{base: p, reserved: size, space: space}, nil
+}
+
+// Extend maps the bytes [Len(), size) of f behind the mapped prefix and
+// returns the whole prefix, which may be longer than size: a writer maps
+// up to the next 64 KiB boundary, padding the file with zeros to it.
+// size is a multiple of the page size, at most the reserved size; the
+// file must hold all of it but the rest of its last page. Concurrent
+// calls on one Region must be serialised by the caller.
+func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
+	page := os.Getpagesize()
+	switch {
+	case r.base == 0 || r.zeroed > 0:
+		return nil, fmt.Errorf("shm: extend %s: region is unmapped", f.Name())
+	case size%page != 0 || size > r.reserved:
+		return nil, fmt.Errorf("shm: extend %s to %d bytes: outside the %d-byte reservation", f.Name(), size, r.reserved)
+	case r.mapped > 0 && writable != r.writable:
+		return nil, fmt.Errorf("shm: extend %s: cannot change protection", f.Name())
+	}
+	if size <= r.mapped {
+		return r.Bytes(), nil
+	}
+	if r.mapped%allocationGranularity != 0 {
+		return nil, fmt.Errorf("shm: extend %s to %d bytes: %w", f.Name(), size, errUnalignedEnd)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	fileSize := st.Size()
+	if int64(size) >= fileSize+int64(page) {
+		return nil, fmt.Errorf("shm: extend %s to %d bytes: the file has %d", f.Name(), size, fileSize)
+	}
+	end := size
+	if g := Pad(size, allocationGranularity); writable && g <= r.reserved {
+		if fileSize < int64(g) {
+			if err := extendZeroed(f, int64(g)); err != nil {
+				return nil, err
+			}
+			fileSize = int64(g)
+		}
+		end = g
+	}
+	inFile := min(int64(end), fileSize) // the view's end in the file
+	if err := back(f, int64(r.mapped), inFile-int64(r.mapped), writable); err != nil {
+		return nil, err
+	}
+	section, err := newSection(f, inFile, writable)
+	if err != nil {
+		return nil, err
+	}
+	defer windows.CloseHandle(section)
+	at := r.base + uintptr(r.mapped)
+	if err := splitPlaceholder(at, end-r.mapped); err != nil {
+		return nil, fmt.Errorf("shm: extend %s: split the reservation at %d: %w", f.Name(), end, err)
+	}
+	prot := uint32(pageReadOnly)
+	if writable {
+		prot = pageReadWrite
+	}
+	if _, err := mapViewOfFile3(section, at, int64(r.mapped), end-r.mapped, prot); err != nil {
+		return nil, fmt.Errorf("MapViewOfFile3 %s [%d, %d): %w", f.Name(), r.mapped, end, err)
+	}
+	r.views = append(r.views, at)
+	r.mapped, r.writable, r.file = end, writable, windows.Handle(f.Fd())
+	return r.Bytes(), nil
+}
+
+// Bytes returns the mapped prefix.
+func (r *Region) Bytes() []byte {
+	if r.base == 0 || r.mapped == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(r.base)), r.mapped)
+}
+
+// Len returns the size of the mapped prefix.
+func (r *Region) Len() int { return r.mapped }
+
+// Sync writes the mapped prefix's dirty pages to the file and waits.
+func (r *Region) Sync() error {
+	if r.mapped == 0 || !r.writable {
+		return nil
+	}
+	for i, v := range r.views {
+		end := r.base + uintptr(r.mapped)
+		if i+1 < len(r.views) {
+			end = r.views[i+1]
+		}
+		if err := windows.FlushViewOfFile(v, end-v); err != nil {
+			return err
+		}
+	}
+	return windows.FlushFileBuffers(r.file)
+}
+
+// Release detaches the mapped prefix from the file but keeps its
+// addresses, filled with private zero pages where the system can commit
+// them (else left inaccessible): a stale pointer into it reads zeros and
+// writes nowhere, and the addresses are never reused. The reserved rest is
+// given back.
+func (r *Region) Release() error {
+	if r.base == 0 || r.zeroed > 0 {
+		return nil
+	}
+	var err error
+	for _, v := range r.views {
+		if uerr := unmapToPlaceholder(v); uerr != nil && err == nil {
+			err = uerr
+		}
+	}
+	if r.space > r.mapped {
+		if ferr := windows.VirtualFree(r.base+uintptr(r.mapped), 0, memRelease); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	if r.mapped > 0 && err == nil {
+		if len(r.views) > 1 {
+			err = windows.VirtualFree(r.base, uintptr(r.mapped), memRelease|memCoalescePlaceholders)
+		}
+		if err == nil {
+			if _, cerr := virtualAlloc2(r.base, r.mapped, memReserve|memCommit|memReplacePlaceholder, pageReadWrite); cerr == nil {
+				r.zeroed = r.mapped
+			}
+		}
+	}
+	if r.zeroed == 0 {
+		r.zeroed = -1 // a placeholder of r.mapped bytes is left at base
+	}
+	r.views, r.space, r.reserved, r.mapped = nil, r.mapped, r.mapped, 0
+	return err
+}
+
+// Unmap releases the whole range; no pointer into it may be used
+// afterwards.
+func (r *Region) Unmap() error {
+	if r.base == 0 {
+		return nil
+	}
+	var err error
+	if r.zeroed != 0 {
+		err = windows.VirtualFree(r.base, 0, memRelease)
+	} else {
+		for _, v := range r.views {
+			if uerr := windows.UnmapViewOfFile(v); uerr != nil && err == nil {
+				err = uerr
+			}
+		}
+		if r.space > r.mapped {
+			if ferr := windows.VirtualFree(r.base+uintptr(r.mapped), 0, memRelease); ferr != nil && err == nil {
+				err = ferr
+			}
+		}
+	}
+	r.base, r.mapped, r.views = 0, 0, nil
+	return err
+}
