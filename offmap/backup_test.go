@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/internal/shm"
 )
 
@@ -100,7 +101,7 @@ func init() {
 		if step := os.Getenv("KILL_AT"); step != "" {
 			crashPoint = func(s string) {
 				if s == step {
-					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					reexec.Die()
 				}
 			}
 		}

@@ -10,10 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/offmap/offmap/internal/shm"
 	"github.com/offmap/offmap/offmap"
 )
 
@@ -246,28 +246,6 @@ func TestUpgradeSymlink(t *testing.T) {
 	sameEntries(t, contentsOf(t, target), v1Entries())
 }
 
-// TestUpgradeOwner: the new file keeps the old one's owner and group,
-// where this process may set them (as root).
-func TestUpgradeOwner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only root may give a file to another user")
-	}
-	path := v1File(t, nil)
-	if err := os.Chown(path, 4321, 8765); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := offmap.Upgrade(path); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4321 || st.Gid != 8765 {
-		t.Errorf("the upgraded file belongs to %d:%d, want 4321:8765", st.Uid, st.Gid)
-	}
-}
-
 // TestUpgradeInUse: a map another process has open (it holds a shared
 // flock, as Open does) is refused and left as it was.
 func TestUpgradeInUse(t *testing.T) {
@@ -280,7 +258,7 @@ func TestUpgradeInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_SH); err != nil {
+	if err := shm.Flock(other, false, false); err != nil {
 		t.Fatal(err)
 	}
 	_, err = offmap.Upgrade(path)

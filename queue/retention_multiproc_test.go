@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -179,19 +178,25 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 	first := cs[0]
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	kill := func(w int) {
-		apps[w].cmd.Process.Signal(syscall.SIGKILL)
+		apps[w].cmd.Process.Kill()
 		apps[w].cmd.Wait() // reaped: readers then see it dead
 	}
-	apps[stoppedVictim].cmd.Process.Signal(syscall.SIGSTOP)
+	if err := reexec.Pause(apps[stoppedVictim].cmd.Process); err != nil {
+		t.Fatal(err)
+	}
 	for round := range pauses {
 		for _, w := range []int{1, 2} {
 			time.Sleep(time.Duration(50+rng.IntN(100)) * time.Millisecond) // appending
 			p := apps[w].cmd.Process
-			p.Signal(syscall.SIGSTOP)
+			if err := reexec.Pause(p); err != nil {
+				t.Fatal(err)
+			}
 			// Several rolls: the others roll on, the tailer reads on and
 			// acknowledges, and retention deletes the stopped writer's cycle.
 			time.Sleep(time.Duration(pauseMin+rng.IntN(pauseSpread)) * time.Millisecond)
-			p.Signal(syscall.SIGCONT)
+			if err := reexec.Resume(p); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if round == 0 {
 			kill(stoppedVictim)

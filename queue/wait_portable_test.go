@@ -1,4 +1,4 @@
-//go:build darwin || (linux && offmap_portable)
+//go:build darwin || windows || (linux && offmap_portable)
 
 package queue
 

@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/offmap/offmap/internal/shm"
 )
 
 // v1Map writes the library's version 1 test file (a map made for 200
@@ -91,7 +92,7 @@ func TestUpgradeErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+	if err := shm.Flock(f, false, false); err != nil {
 		t.Fatal(err)
 	}
 	fails(t, 2, "another process has the map open; upgrade it when no process uses it", "upgrade", path)

@@ -20,7 +20,7 @@
 // The package builds for Linux and macOS (darwin) on 64-bit
 // little-endian processors; elsewhere (other systems, 32-bit or
 // big-endian processors) the compiler reports one error, undefined:
-// offmap_supports_only_linux_and_darwin_on_64bit_little_endian
+// offmap_supports_only_linux_darwin_windows_on_64bit_little_endian
 // (unsupported.go). Linux uses its own primitives; macOS, which lacks
 // some, uses portable fallbacks with the same guarantees. The build tag
 // offmap_portable makes Linux use the fallbacks too, so that the code

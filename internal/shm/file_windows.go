@@ -120,3 +120,13 @@ func CopyOwner(string, os.FileInfo) {}
 // errors about failed reservations: 128 TiB for a 64-bit process, less
 // what the system's commit limit allows for page tables.
 func AddressSpaceLimit() string { return "a 64-bit Windows process has 128 TiB of address space" }
+
+// allocated reports whether every byte of f has storage: NTFS gives every
+// file its clusters but one marked sparse.
+func allocated(f *os.File) bool {
+	var fi windows.ByHandleFileInformation
+	if windows.GetFileInformationByHandle(windows.Handle(f.Fd()), &fi) != nil {
+		return false
+	}
+	return fi.FileAttributes&windows.FILE_ATTRIBUTE_SPARSE_FILE == 0
+}

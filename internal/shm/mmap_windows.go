@@ -47,7 +47,7 @@ func Map(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
 		windows.VirtualFree(at, 0, memRelease)
 		return nil, fmt.Errorf("MapViewOfFile3 %s: %w", f.Name(), err)
 	}
-	return &Mapping{data: unsafe.Slice((*byte)(unsafe.Pointer(at)), size), writable: writable, file: windows.Handle(f.Fd())}, nil
+	return &Mapping{data: unsafe.Slice((*byte)(pointer(at)), size), writable: writable, file: windows.Handle(f.Fd())}, nil
 }
 
 // Bytes returns the mapped memory.

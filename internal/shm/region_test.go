@@ -1,8 +1,9 @@
+//go:build unix
+
 package shm
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
@@ -35,26 +36,6 @@ func TestPopulateWrite(t *testing.T) {
 		}
 	}
 	PopulateWrite(nil) // nothing, no fault
-}
-
-// reservedFile returns a file of size bytes (a hole) and a Region of
-// reserve bytes to map it into, both released when the test ends.
-func reservedFile(t *testing.T, size, reserve int) (*os.File, *Region) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	if err := f.Truncate(int64(size)); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Reserve(reserve)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Unmap() })
-	return f, r
 }
 
 // TestReleaseGivesBackTheReservation: a released region keeps only the

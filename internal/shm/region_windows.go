@@ -118,7 +118,7 @@ func (r *Region) Bytes() []byte {
 	if r.base == 0 || r.mapped == 0 {
 		return nil
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(r.base)), r.mapped)
+	return unsafe.Slice((*byte)(pointer(r.base)), r.mapped)
 }
 
 // Len returns the size of the mapped prefix.

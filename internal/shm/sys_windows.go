@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
@@ -132,3 +133,8 @@ func noSpace(err error) error {
 	}
 	return err
 }
+
+// pointer turns an address the system returned (VirtualAlloc2, a view's
+// base: memory outside Go's heap, which the garbage collector neither
+// moves nor frees) into a pointer.
+func pointer(addr uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&addr)) }

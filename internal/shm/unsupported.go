@@ -2,7 +2,7 @@
 
 package shm
 
-// offmap supports Linux and macOS on 64-bit little-endian processors
+// offmap supports Linux, macOS and Windows on 64-bit little-endian processors
 // only (docs/PLATFORMS.md): shared file mappings, flock, and a way to tell
 // whether a process still lives are what its cross-process locks,
 // wake-ups and dead-process checks are built on; a map reserves more
@@ -10,4 +10,4 @@ package shm
 // little-endian words read in place with atomic loads, which a big-endian
 // processor would read byte-swapped. Built elsewhere, this is the one
 // error the compiler reports.
-var _ = offmap_supports_only_linux_and_darwin_on_64bit_little_endian
+var _ = offmap_supports_only_linux_darwin_windows_on_64bit_little_endian
