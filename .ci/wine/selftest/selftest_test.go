@@ -137,6 +137,21 @@ func TestNestedHelper(t *testing.T) {
 	}
 }
 
+// TestHelperOwnEnvironment runs a helper with an environment of its own
+// (no PATH, no WINEPREFIX, ...): it is all the helper sees, and the helper
+// still starts.
+func TestHelperOwnEnvironment(t *testing.T) {
+	cmd := reexec.Command("-test.run=^$", "own")
+	cmd.Env = []string{"SELFTEST_CHILD=echo", "SELFTEST_EXIT=5", "SELFTEST_STDERR=own environment\n"}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 5 || errOut.String() != "own environment\n" || !strings.Contains(out.String(), `"Args":["-test.run=^$","own"]`) {
+		t.Errorf("helper with its own environment: %v, stdout %q, stderr %q; want exit 5, its arguments, %q", err, out.String(), errOut.String(), "own environment\n")
+	}
+}
+
 // TestFailsWhenAsked fails when SELFTEST_FAIL is set: .ci/run checks that
 // go test then reports the failure and exits 1.
 func TestFailsWhenAsked(t *testing.T) {
