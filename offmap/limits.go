@@ -1,6 +1,7 @@
 package offmap
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -12,6 +13,9 @@ import (
 // process's address space (128 TiB on Linux amd64, RLIMIT_AS, ulimit -v)
 // bounds how many maps it can have open at once.
 func reserveError(maxFileSize uint64, err error) error {
+	if errors.Is(err, shm.ErrNoPlaceholders) {
+		return err // no limit to raise
+	}
 	limit := shm.AddressSpaceLimit()
 	return fmt.Errorf("%w: every process reserves the map's MaxFileSize, %d bytes, of address space for each map it opens, "+
 		"and this one has no room for another (%s; a closed map keeps the pages it mapped, so that stale value handles read zeros): "+

@@ -17,7 +17,7 @@
 //
 // # Platforms
 //
-// The package builds for Linux and macOS (darwin) on 64-bit
+// The package builds for Linux, macOS (darwin) and Windows on 64-bit
 // little-endian processors; elsewhere (other systems, 32-bit or
 // big-endian processors) the compiler reports one error, undefined:
 // offmap_supports_only_linux_darwin_windows_on_64bit_little_endian
@@ -43,6 +43,16 @@
 //	              create_portable.go Preallocate writes zeros; CreateAtomic via a temporary name
 //	              back_portable.go   holes filled through a mapping (atomic add of zero per page)
 //	              populate_portable.go  one atomic add of zero per page
+//
+//	Windows       sys_windows.go     kernelbase calls x/sys/windows lacks (VirtualAlloc2, MapViewOfFile3)
+//	              region_windows.go  placeholders split and replaced by views, one per growth step
+//	              mmap_windows.go    Map, LockFileEx locks, createViaTempName (MoveFileEx)
+//	              file_windows.go, create_windows.go  sharing flags, sizes, sparse files
+//	              witness_windows.go tokens are LockFileEx byte locks
+//
+// Windows builds the portable futexes too. Its placeholders come from
+// kernelbase.dll through LazyDLL procs, as mmap-go would not give them
+// (it remaps on growth, so slices would move); Windows 10 1803 or later.
 //
 // The portable files build for darwin || (linux && offmap_portable), the
 // native ones for linux && !offmap_portable. What the fallbacks cost is in

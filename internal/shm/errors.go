@@ -40,3 +40,8 @@ func (e *OpError) Unwrap() error { return e.Err }
 // filled: a page fault on a hole needs storage, and on a full file system
 // it raises SIGBUS instead of returning an error.
 var ErrSparse = errors.New("file has holes that cannot be given storage (a sparse copy?)")
+
+// ErrNoPlaceholders: the system cannot reserve address space for a file
+// to grow into (Windows before 10 1803, or Wine 8.0, have no placeholder
+// reservations).
+var ErrNoPlaceholders = errors.New("this system cannot reserve address space for a growing mapping (Windows 10 1803 or later is needed)")

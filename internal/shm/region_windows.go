@@ -42,6 +42,9 @@ func Reserve(size int) (*Region, error) {
 	}
 	space := Pad(size, allocationGranularity)
 	p, err := virtualAlloc2(0, space, memReserve|memReservePlaceholder, pageNoAccess)
+	if errors.Is(err, windows.ERROR_INVALID_PARAMETER) {
+		return nil, fmt.Errorf("shm: reserve %d bytes of address space: %w: VirtualAlloc2: %w", size, ErrNoPlaceholders, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shm: reserve %d bytes of address space: %w", size, err)
 	}
