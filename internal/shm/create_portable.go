@@ -1,4 +1,4 @@
-//go:build darwin || (linux && offmap_portable)
+//go:build darwin || windows || (linux && offmap_portable)
 
 package shm
 
@@ -11,7 +11,9 @@ import (
 // full disk is an error now and never a SIGBUS when a page is touched. It
 // never shrinks f nor changes a byte of it, so other processes may use the
 // file meanwhile. Without fallocate (Linux only; macOS's F_PREALLOCATE
-// reserves space past the end but does not extend a file) it writes zeros
+// reserves space past the end but does not extend a file, and Windows'
+// SetEndOfFile cannot tell whether another process grew the file
+// meanwhile) it writes zeros
 // past the end (extendZeroed): the bytes are written once, to the page
 // cache, where fallocate only reserves blocks.
 func Preallocate(f *os.File, size int64) error { return extendZeroed(f, size) }
@@ -29,7 +31,8 @@ func AllocateShared(f *os.File, off, n int64) error { return errors.ErrUnsupport
 // CreateAtomic builds a new file of size bytes, lets fill write its
 // contents, and only then links it at path, so that path never shows a
 // half-written file, even if this process dies. With durable set it also
-// syncs the file before linking it and the directory after, so that the
+// syncs the file before linking it and the directory after (Windows:
+// the rename is written through), so that the
 // file survives a power loss too. It returns an error wrapping os.ErrExist
 // when path already exists (another process won the race to create it).
 //

@@ -47,10 +47,10 @@
 //	Windows       sys_windows.go     kernelbase calls x/sys/windows lacks (VirtualAlloc2, MapViewOfFile3)
 //	              region_windows.go  placeholders split and replaced by views, one per growth step
 //	              mmap_windows.go    Map, LockFileEx locks, createViaTempName (MoveFileEx)
-//	              file_windows.go, create_windows.go  sharing flags, sizes, sparse files
+//	              file_windows.go    sharing flags, sizes, sparse files
 //	              witness_windows.go tokens are LockFileEx byte locks
 //
-// Windows builds the portable futexes too. Its placeholders come from
+// Windows builds the portable futexes and create_portable.go too. Its placeholders come from
 // kernelbase.dll through LazyDLL procs, as mmap-go would not give them
 // (it remaps on growth, so slices would move); Windows 10 1803 or later.
 //
