@@ -811,7 +811,11 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 	if m.readOnly {
 		for try := 0; ; try++ {
 			v := s.hdr.version.Load()
-			if v&1 != 0 && s.hdr.lock.Owner() == 0 {
+			// Odd under a free lock, and still the same odd version after
+			// the lock was seen free: a writer makes the version odd only
+			// while it holds the lock, and even again before releasing it,
+			// so one that finished between the two loads changed it.
+			if v&1 != 0 && s.hdr.lock.Owner() == 0 && s.hdr.version.Load() == v {
 				return append([]string{fmt.Sprintf("segment %d: version is odd but no process holds the lock", s.idx)},
 					m.scanCopy(s)...), nil
 			}
