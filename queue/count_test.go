@@ -326,3 +326,95 @@ func TestCountDamaged(t *testing.T) {
 		t.Fatalf("Lag of a tailer after the damaged cycle: %d %v", n, err)
 	}
 }
+
+// slotWalk walks a cycle file's slots from its raw words, as a check on
+// the queue's own walk: where the slots up to each message's end
+// (metadata slots, as the start pad and index arrays, are not messages),
+// and where the slots end.
+func slotWalk(t *testing.T, path string) (after []int64, end int64) {
+	t.Helper()
+	off := int64(dataStart)
+	for {
+		h := readWord(t, path, off)
+		if h == 0 || h&flagEOF != 0 {
+			return after, off
+		}
+		off += slotSize(h & lenMask)
+		if h&flagMeta == 0 {
+			after = append(after, off)
+		}
+	}
+}
+
+// TestStatsLagBytes: Stats gives each named tailer the slot bytes after
+// its acknowledged message, from its position in its cycle to the end of
+// the queue, and the creation time of the cycle file holding its first
+// unacknowledged message, which bounds that message's age.
+func TestStatsLagBytes(t *testing.T) {
+	q, clk, kept, _ := countQueue(t)
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC) // newClock's start
+	a, err := q.NamedTailer("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	check := func(step string, wantSince time.Time) {
+		t.Helper()
+		st, err := q.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Tailers) != 1 {
+			t.Fatalf("%s: tailers %+v", step, st.Tailers)
+		}
+		ts := st.Tailers[0]
+		from := uint64(0)
+		if ts.Any {
+			from = ts.Acked
+		}
+		fc, fseq := SplitIndex(from)
+		var want int64
+		for _, c := range st.Cycles {
+			after, end := slotWalk(t, c.Path)
+			switch {
+			case Index(c.Cycle, uint32(len(after))) <= from:
+			case c.Cycle == fc && fseq > 0:
+				want += end - after[fseq-1] // the slots after the acknowledged message
+			default:
+				want += end - dataStart
+			}
+		}
+		if ts.LagBytes != want || !ts.UnackedSince.Equal(wantSince) {
+			t.Fatalf("%s: lag %d messages, %d bytes since %v; want %d bytes since %v", step, ts.Lag, ts.LagBytes, ts.UnackedSince, want, wantSince)
+		}
+		if (ts.Lag == 0) != (want == 0) {
+			t.Fatalf("%s: lag of %d messages and %d bytes", step, ts.Lag, want)
+		}
+	}
+	// The cycles kept were made at t0+1m, t0+3m and t0+4m.
+	check("nothing acknowledged", t0.Add(time.Minute))
+	ack := func(n int) {
+		t.Helper()
+		for range n {
+			if _, _, err := a.Next(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ack(13)
+	check("inside the first cycle", t0.Add(time.Minute))
+	ack(17)
+	check("at the end of the first cycle", t0.Add(3*time.Minute))
+	ack(1)
+	check("inside the second cycle", t0.Add(3*time.Minute))
+	ack(len(kept) - 31)
+	check("caught up", time.Time{})
+	clk.Advance(time.Minute)
+	if _, err := q.Append([]byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	check("one new message in a new cycle", t0.Add(5*time.Minute))
+}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/offmap/offmap/internal/shm"
 )
@@ -32,10 +31,11 @@ type cycle struct {
 	q        *Queue
 	num      uint32
 
-	prev   uint64 // previous cycle + 1, 0 for the first
-	f      *os.File
-	reg    *shm.Region
-	growMu sync.Mutex // serialises mapping and file growth
+	prev    uint64 // previous cycle + 1, 0 for the first
+	created int64  // the header's creation time, Unix nanoseconds
+	f       *os.File
+	reg     *shm.Region
+	growMu  sync.Mutex // serialises mapping and file growth
 
 	unmapped atomic.Bool // unmap has run
 
@@ -180,7 +180,7 @@ func (q *Queue) createCycle(path string, n uint32, prev uint64) error {
 		Cycle:        uint64(n),
 		Prev:         prev,
 		IndexSpacing: q.meta.IndexSpacing,
-		Created:      time.Now().UnixNano(),
+		Created:      q.wallNow().UnixNano(),
 	}
 	size := int64(max(q.opts.BlockSize, 2*headerSize))
 	size = min(size, q.meta.MaxCycleSize)
@@ -233,7 +233,7 @@ func (q *Queue) mapCycleFile(f *os.File, n uint32, writable bool) (*cycle, error
 	if err != nil {
 		return nil, err
 	}
-	c := &cycle{q: q, num: n, prev: h.Prev, f: f, reg: reg, writable: writable}
+	c := &cycle{q: q, num: n, prev: h.Prev, created: h.Created, f: f, reg: reg, writable: writable}
 	mem, err := reg.Extend(f, int(min(st.Size(), q.meta.MaxCycleSize)&^(pageSize-1)), writable)
 	if err != nil {
 		reg.Unmap()

@@ -38,6 +38,7 @@ type Stats struct {
 type CycleStats struct {
 	Cycle     uint32
 	Path      string
+	Created   time.Time // when the file was made, by its header
 	FileSize  int64
 	Messages  uint32 // index of the next message: messages and skipped slots
 	BytesUsed int64  // slot bytes up to the end
@@ -55,7 +56,17 @@ type TailerStats struct {
 	// from the cycles as Stats read them for Cycles; -1 when one of them
 	// could not be read.
 	Lag int64
-	Err error // the slot is damaged: Name, Acked and Lag mean nothing
+	// LagBytes is the bytes of the slots after Acked, as the tailer will
+	// read them: the messages' 8-byte headers, padding and the sparse
+	// index's arrays included; -1 when not counted.
+	LagBytes int64
+	// UnackedSince bounds the age of the oldest message not acknowledged
+	// (the one at Acked, or the first after it): it was appended no
+	// earlier than this, the creation of its cycle file. Messages carry no
+	// time, so this is a bound, as close as the roll cycle is short. Zero
+	// when Lag is 0 or was not counted.
+	UnackedSince time.Time
+	Err          error // the slot is damaged: Name, Acked and Lag mean nothing
 }
 
 // Stats returns the queue's layout and the fill of its cycle files. It
@@ -104,9 +115,61 @@ func (q *Queue) Stats() (Stats, error) {
 	for i := range st.Tailers {
 		if ts := &st.Tailers[i]; ts.Err == nil {
 			ts.Lag = lagIn(st.Cycles, ts.Acked, ts.Any)
+			ts.LagBytes, ts.UnackedSince = q.unreadIn(st.Cycles, ts.Acked, ts.Any)
+			if ts.Lag <= 0 {
+				ts.UnackedSince = time.Time{}
+			}
 		}
 	}
 	return st, nil
+}
+
+// unreadIn returns the slot bytes of the cycles after a named tailer's
+// acknowledged index, and the creation time of the cycle holding the
+// first message after it (zero when there is none), from the same reading
+// of the cycles as Stats.Cycles; -1 when a cycle could not be read. The
+// acknowledged message's position is looked up in the sparse index.
+func (q *Queue) unreadIn(cycles []CycleStats, acked uint64, some bool) (int64, time.Time) {
+	from := uint64(0)
+	if some {
+		from = acked
+	}
+	fc, fseq := SplitIndex(from)
+	var n int64
+	var since time.Time
+	for _, c := range cycles {
+		if c.Err != nil && !errors.Is(c.Err, os.ErrNotExist) {
+			return -1, time.Time{}
+		}
+		if c.Err != nil || Index(c.Cycle, c.Messages) <= from {
+			continue // deleted meanwhile, or wholly acknowledged
+		}
+		b := c.BytesUsed
+		if c.Cycle == fc && fseq > 0 {
+			off, err := q.positionOf(fc, fseq)
+			if err != nil {
+				return -1, time.Time{}
+			}
+			b = max(0, b-(off-dataStart))
+		}
+		if since.IsZero() {
+			since = c.Created
+		}
+		n += b
+	}
+	return n, since
+}
+
+// positionOf returns the offset of message seq of cycle n, found from the
+// sparse index (at most IndexSpacing headers walked).
+func (q *Queue) positionOf(n, seq uint32) (int64, error) {
+	c, _, err := q.acquire(n, false, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer c.release()
+	_, off, err := c.find(seq)
+	return off, err
 }
 
 // lagIn counts, as Queue.Count does, the messages of the cycles after a
@@ -137,6 +200,7 @@ func (q *Queue) cycleStats(n uint32) CycleStats {
 		return cs
 	}
 	defer c.release()
+	cs.Created = time.Unix(0, c.created)
 	if st, err := c.f.Stat(); err == nil {
 		cs.FileSize = st.Size()
 	}

@@ -269,23 +269,27 @@ func TestStatsJSON(t *testing.T) {
 		Writers       []int     `json:"writers"`
 		Watchers      int       `json:"watchers"`
 		Cycles        []struct {
-			Cycle     uint32 `json:"cycle"`
-			File      string `json:"file"`
-			FileSize  int64  `json:"file_size"`
-			Messages  uint32 `json:"messages"`
-			BytesUsed int64  `json:"bytes_used"`
-			State     string `json:"state"`
-			Error     string `json:"error"`
+			Cycle     uint32    `json:"cycle"`
+			File      string    `json:"file"`
+			Created   time.Time `json:"created"`
+			FileSize  int64     `json:"file_size"`
+			Messages  uint32    `json:"messages"`
+			BytesUsed int64     `json:"bytes_used"`
+			State     string    `json:"state"`
+			Error     string    `json:"error"`
 		} `json:"cycles"`
 		Messages     uint64 `json:"messages"`
 		SkippedSlots uint64 `json:"skipped_slots"`
 		Tailers      []struct {
-			Name       string  `json:"name"`
-			AckedUpTo  *string `json:"acknowledged_up_to"`
-			AckedCycle *uint32 `json:"acknowledged_cycle"`
-			AckedSeq   *uint32 `json:"acknowledged_seq"`
-			AckedIndex *uint64 `json:"acknowledged_index"`
-			Lag        *int64  `json:"lag"`
+			Name       string     `json:"name"`
+			AckedUpTo  *string    `json:"acknowledged_up_to"`
+			AckedCycle *uint32    `json:"acknowledged_cycle"`
+			AckedSeq   *uint32    `json:"acknowledged_seq"`
+			AckedIndex *uint64    `json:"acknowledged_index"`
+			Lag        *int64     `json:"lag"`
+			LagBytes   *int64     `json:"lag_bytes"`
+			Since      *time.Time `json:"unacked_since"`
+			AgeMax     *float64   `json:"unacked_age_max_seconds"`
 		} `json:"tailers"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
@@ -311,7 +315,8 @@ func TestStatsJSON(t *testing.T) {
 		t.Fatalf("cycles: %+v", st.Cycles)
 	}
 	c := st.Cycles[0]
-	if c.Cycle != 0 || c.File != cycleFile(t, q) || c.Messages != 3 || c.State != "open" || c.Error != "" || c.BytesUsed <= 0 || c.FileSize < c.BytesUsed {
+	if c.Cycle != 0 || c.File != cycleFile(t, q) || c.Messages != 3 || c.State != "open" || c.Error != "" || c.BytesUsed <= 0 || c.FileSize < c.BytesUsed ||
+		c.Created.Before(st.Created) || c.Created.After(time.Now()) {
 		t.Errorf("cycle: %+v", c)
 	}
 	if len(st.Tailers) != 2 {
@@ -326,6 +331,10 @@ func TestStatsJSON(t *testing.T) {
 		default:
 			t.Errorf("tailer %q acknowledged up to %v (%v:%v, %v), lag %v", tl.Name, tl.AckedUpTo, tl.AckedCycle, tl.AckedSeq, tl.AckedIndex, tl.Lag)
 		}
+		// Both lag behind in the one cycle, made when the queue was.
+		if tl.LagBytes == nil || *tl.LagBytes <= 0 || *tl.LagBytes > c.BytesUsed || tl.Since == nil || !tl.Since.Equal(c.Created) || tl.AgeMax == nil || *tl.AgeMax < 0 {
+			t.Errorf("tailer %q: lag %v bytes, unacknowledged since %v, at most %v s", tl.Name, tl.LagBytes, tl.Since, tl.AgeMax)
+		}
 	}
 	// The text form says the same, with sizes in binary units.
 	text, _, _ := offqueue(t, "", "stats", q)
@@ -334,8 +343,8 @@ func TestStatsJSON(t *testing.T) {
 		"max cycle  4.0 GiB\n",
 		"writers    none\n",
 		fmt.Sprintf(" 3 messages %11s used %11s file  open\n", cliargs.FormatSize(c.BytesUsed), cliargs.FormatSize(c.FileSize)),
-		"tailer     billing: acknowledged up to 0:1, lag 2 messages\n",
-		"tailer     audit: nothing acknowledged, lag 3 messages\n",
+		"tailer     billing: acknowledged up to 0:1, lag 2 messages (",
+		"tailer     audit: nothing acknowledged, lag 3 messages (",
 		"messages   3\n",
 		"skipped    0 slots of dead writers\n",
 	} {
@@ -441,6 +450,21 @@ func TestStatsLag(t *testing.T) {
 	if after(kept[5]) != int64(len(kept))-5 || after(all[3]) != int64(len(kept)) || len(kept) == len(all) || len(kept) < 60 {
 		t.Fatalf("the model: %d of %d messages kept", len(kept), len(all))
 	}
+	// The bytes and the bound on the age come from queue.Stats, which
+	// the queue's tests check against the files: here, that stats shows
+	// them.
+	lst, err := lib.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	libTailer := map[string]queue.TailerStats{}
+	for _, ts := range lst.Tailers {
+		libTailer[ts.Name] = ts
+		if ts.LagBytes <= 0 || ts.UnackedSince.IsZero() {
+			t.Fatalf("queue.Stats: %+v", ts)
+		}
+	}
+	before := time.Now()
 	text, errOut, code := offqueue(t, "", "stats", dir)
 	if code != 0 {
 		t.Fatalf("stats: exit %d %q", code, errOut)
@@ -451,7 +475,8 @@ func TestStatsLag(t *testing.T) {
 			c, s := queue.SplitIndex(*w.acked)
 			pos = fmt.Sprintf("acknowledged up to %d:%d", c, s)
 		}
-		if line := fmt.Sprintf("tailer     %s: %s, lag %d messages\n", name, pos, w.lag); !strings.Contains(text, line) {
+		line := fmt.Sprintf("tailer     %s: %s, lag %d messages (%s), the oldest unacknowledged at most ", name, pos, w.lag, cliargs.FormatSize(libTailer[name].LagBytes))
+		if !strings.Contains(text, line) {
 			t.Errorf("stats lacks %q:\n%s", line, text)
 		}
 	}
@@ -462,12 +487,15 @@ func TestStatsLag(t *testing.T) {
 	out, _, _ := offqueue(t, "", "stats", "--json", dir)
 	var st struct {
 		Tailers []struct {
-			Name       string  `json:"name"`
-			AckedUpTo  *string `json:"acknowledged_up_to"`
-			AckedCycle *uint32 `json:"acknowledged_cycle"`
-			AckedSeq   *uint32 `json:"acknowledged_seq"`
-			AckedIndex *uint64 `json:"acknowledged_index"`
-			Lag        *int64  `json:"lag"`
+			Name       string     `json:"name"`
+			AckedUpTo  *string    `json:"acknowledged_up_to"`
+			AckedCycle *uint32    `json:"acknowledged_cycle"`
+			AckedSeq   *uint32    `json:"acknowledged_seq"`
+			AckedIndex *uint64    `json:"acknowledged_index"`
+			Lag        *int64     `json:"lag"`
+			LagBytes   *int64     `json:"lag_bytes"`
+			Since      *time.Time `json:"unacked_since"`
+			AgeMax     *float64   `json:"unacked_age_max_seconds"`
 		} `json:"tailers"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
@@ -480,6 +508,14 @@ func TestStatsLag(t *testing.T) {
 		w, ok := want[tj.Name]
 		if !ok || tj.Lag == nil || *tj.Lag != w.lag {
 			t.Errorf("%s: lag %v, want %d", tj.Name, tj.Lag, w.lag)
+		}
+		lt := libTailer[tj.Name]
+		if tj.LagBytes == nil || *tj.LagBytes != lt.LagBytes || tj.Since == nil || !tj.Since.Equal(lt.UnackedSince) || tj.AgeMax == nil {
+			t.Fatalf("%s: lag %v bytes, unacknowledged since %v, at most %v s; want %d bytes since %v", tj.Name, tj.LagBytes, tj.Since, tj.AgeMax, lt.LagBytes, lt.UnackedSince)
+		}
+		// The age is as of when stats ran.
+		if at := tj.Since.Add(time.Duration(*tj.AgeMax * float64(time.Second))); at.Before(before.Add(-time.Millisecond)) || at.After(time.Now().Add(time.Millisecond)) {
+			t.Errorf("%s: unacknowledged since %v, at most %v s old at %v: not between %v and now", tj.Name, tj.Since, *tj.AgeMax, at, before)
 		}
 		if w.acked == nil {
 			if tj.AckedIndex != nil || tj.AckedCycle != nil || tj.AckedSeq != nil || tj.AckedUpTo != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,6 +38,24 @@ func TestStatsPrometheus(t *testing.T) {
 	lib.Close()
 	damage(t, a, "queue.meta", 448, []byte{2})
 
+	qa, err := queue.Open(a, queue.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := qa.Stats()
+	qa.Close()
+	if err != nil || len(sa.Tailers) != 2 || len(sa.Cycles) != 1 {
+		t.Fatalf("queue.Stats: %+v %v", sa, err)
+	}
+	lagBytes := map[string]int64{}
+	for _, ts := range sa.Tailers {
+		lagBytes[ts.Name] = ts.LagBytes
+	}
+	if !(lagBytes["audit"] > lagBytes[`bill"ing`] && lagBytes[`bill"ing`] > 0) {
+		t.Fatalf("lag in bytes %v: audit lags by 3 messages, billing by 2", lagBytes)
+	}
+	created := float64(sa.Cycles[0].Created.UnixNano()) / 1e9
+
 	out, errOut, code := offqueue(t, "", "stats", "--prometheus", a, b)
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d %q", code, errOut)
@@ -54,6 +73,9 @@ func TestStatsPrometheus(t *testing.T) {
 		fmt.Sprintf("offmap_queue_tailer_acked_index{path=%q,tailer=\"bill\\\"ing\"} 1\n", a),
 		fmt.Sprintf("offmap_queue_tailer_lag_messages{path=%q,tailer=\"bill\\\"ing\"} 2\n", a),
 		fmt.Sprintf("offmap_queue_tailer_lag_messages{path=%q,tailer=\"audit\"} 3\n", a),
+		fmt.Sprintf("offmap_queue_tailer_lag_bytes{path=%q,tailer=\"bill\\\"ing\"} %d\n", a, lagBytes[`bill"ing`]),
+		fmt.Sprintf("offmap_queue_tailer_lag_bytes{path=%q,tailer=\"audit\"} %d\n", a, lagBytes["audit"]),
+		fmt.Sprintf("offmap_queue_tailer_unacked_since_timestamp_seconds{path=%q,tailer=\"audit\"} %s\n", a, strconv.FormatFloat(created, 'g', -1, 64)),
 		fmt.Sprintf("offmap_queue_writers{path=%q} 0\n", a),
 	} {
 		if !strings.Contains(out, want) {
@@ -63,7 +85,7 @@ func TestStatsPrometheus(t *testing.T) {
 	if strings.Contains(out, `tailer="audit"} 0`) || strings.Count(out, "offmap_queue_tailer_acked_index{") != 1 {
 		t.Errorf("a tailer that acknowledged nothing has an acknowledged index:\n%s", out)
 	}
-	for _, fam := range []string{"messages", "bytes", "file_bytes", "cycles", "writers", "skipped_slots_total", "tailer_acked_index", "tailer_lag_messages"} {
+	for _, fam := range []string{"messages", "bytes", "file_bytes", "cycles", "writers", "skipped_slots_total", "tailer_acked_index", "tailer_lag_messages", "tailer_lag_bytes", "tailer_unacked_since_timestamp_seconds"} {
 		if n := strings.Count(out, "# TYPE offmap_queue_"+fam+" "); n != 1 {
 			t.Errorf("%d TYPE lines of offmap_queue_%s:\n%s", n, fam, out)
 		}

@@ -28,18 +28,26 @@ or unreadable), the total message count, and for each named tailer how
 far it has acknowledged (CYCLE:SEQ, the index it reads first when opened
 again) and its lag: the messages after that index, counted across cycle
 files (those retention deleted count nothing; a slot skipped after its
-writer died counts, as it takes an index). Messages carry no time, so no
-age is shown. The skipped line counts the slots that tailers of every
-process skipped because their writer died before committing them, since
-the queue was made (a counter in queue.meta). Sizes are in binary units
-(KiB, MiB, GiB).
+writer died counts, as it takes an index), the bytes of their slots
+(headers, padding and index arrays included: what the tailer has left to
+read), and a bound on the age of the oldest message it has not
+acknowledged: messages carry no time, so this is the age of the cycle
+file that holds it (the message is at most that old; the shorter the
+roll cycle, the closer the bound). The skipped line counts the slots
+that tailers of every process skipped because their writer died before
+committing them, since the queue was made (a counter in queue.meta).
+Sizes are in binary units (KiB, MiB, GiB).
 
 With --json it prints the same as one JSON object; a named tailer's
 position is there as acknowledged_up_to ("CYCLE:SEQ") and as numbers:
 acknowledged_cycle, acknowledged_seq and acknowledged_index (cycle << 32
 | seq, above 2^53 for secondly and fast queues after some weeks, so
-readers that keep numbers as doubles use the cycle and seq), and its lag
-as lag (null when it could not be counted). It opens the queue
+readers that keep numbers as doubles use the cycle and seq), its lag as
+lag and lag_bytes (null when they could not be counted), and the bound on
+its oldest unacknowledged message's age as unacked_since (when that
+message's cycle file was made, RFC 3339) and unacked_age_max_seconds
+(both null when nothing is unacknowledged). A cycle's created is when
+its file was made. It opens the queue
 read-only and changes nothing. When a cycle file or a named-tailer slot
 cannot be read (damaged, or truncated while in use), it prints the rest,
 says which, and exits 2.
@@ -81,13 +89,14 @@ type statsJSON struct {
 }
 
 type cycleJSON struct {
-	Cycle     uint32 `json:"cycle"`
-	File      string `json:"file"`
-	FileSize  int64  `json:"file_size"`
-	Messages  uint32 `json:"messages"`
-	BytesUsed int64  `json:"bytes_used"`
-	State     string `json:"state"` // open, sealed or error
-	Error     string `json:"error,omitempty"`
+	Cycle     uint32     `json:"cycle"`
+	File      string     `json:"file"`
+	Created   *time.Time `json:"created"` // null: unread
+	FileSize  int64      `json:"file_size"`
+	Messages  uint32     `json:"messages"`
+	BytesUsed int64      `json:"bytes_used"`
+	State     string     `json:"state"` // open, sealed or error
+	Error     string     `json:"error,omitempty"`
 }
 
 type tailerJSON struct {
@@ -101,6 +110,12 @@ type tailerJSON struct {
 	AckedSeq   *uint32 `json:"acknowledged_seq"`
 	AckedIndex *uint64 `json:"acknowledged_index"` // cycle << 32 | seq
 	Lag        *int64  `json:"lag"`                // messages after it; null: not counted
+	LagBytes   *int64  `json:"lag_bytes"`          // their slots' bytes; null: not counted
+	// UnackedSince is when the cycle file holding the oldest message not
+	// acknowledged was made: that message is no older. Null when there
+	// is none; so is the age.
+	UnackedSince  *time.Time `json:"unacked_since"`
+	UnackedAgeMax *float64   `json:"unacked_age_max_seconds"`
 }
 
 func runStats(c *cli, args []string) error {
@@ -136,7 +151,7 @@ func runStats(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := statsOf(st)
+	out := statsOf(st, time.Now())
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
@@ -172,6 +187,12 @@ func runStats(c *cli, args []string) error {
 		lag := "unknown"
 		if t.Lag != nil {
 			lag = strconv.FormatInt(*t.Lag, 10) + " messages"
+		}
+		if t.LagBytes != nil {
+			lag += " (" + cliargs.FormatSize(*t.LagBytes) + ")"
+		}
+		if t.UnackedAgeMax != nil {
+			lag += ", the oldest unacknowledged at most " + ageText(*t.UnackedAgeMax) + " old"
 		}
 		fmt.Fprintf(w, "tailer     %s: %s, lag %s\n", t.Name, pos, lag)
 	}
@@ -216,7 +237,21 @@ func damaged(st queue.Stats) error {
 	return fmt.Errorf("%d parts of the queue could not be read (%s); 'offqueue verify' lists the problems", len(parts), strings.Join(parts, ", "))
 }
 
-func statsOf(st queue.Stats) statsJSON {
+// ageText is an age in seconds, rounded to what a reader needs: 850ms,
+// 42s, 3m12s, 5h4m0s.
+func ageText(sec float64) string {
+	d := time.Duration(sec * float64(time.Second))
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}
+
+// statsOf turns st into stats --json's object, with ages as of now.
+func statsOf(st queue.Stats, now time.Time) statsJSON {
 	out := statsJSON{
 		Dir: st.Dir, FormatVersion: st.FormatVersion, Roll: st.Roll.String(),
 		IndexSpacing: st.IndexSpacing, MaxCycleSize: st.MaxCycleSize,
@@ -233,6 +268,10 @@ func statsOf(st queue.Stats) statsJSON {
 		cj := cycleJSON{
 			Cycle: c.Cycle, File: filepath.Base(c.Path), FileSize: c.FileSize,
 			Messages: c.Messages, BytesUsed: c.BytesUsed, State: "open",
+		}
+		if !c.Created.IsZero() {
+			t := c.Created.UTC()
+			cj.Created = &t
 		}
 		if c.Sealed {
 			cj.State = "sealed"
@@ -256,6 +295,15 @@ func statsOf(st queue.Stats) statsJSON {
 		if t.Err == nil && t.Lag >= 0 {
 			lag := t.Lag
 			tj.Lag = &lag
+		}
+		if t.Err == nil && t.LagBytes >= 0 {
+			b := t.LagBytes
+			tj.LagBytes = &b
+		}
+		if t.Err == nil && !t.UnackedSince.IsZero() {
+			since := t.UnackedSince.UTC()
+			age := max(0, now.Sub(since).Seconds())
+			tj.UnackedSince, tj.UnackedAgeMax = &since, &age
 		}
 		out.Tailers = append(out.Tailers, tj)
 	}

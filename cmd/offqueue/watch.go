@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/offmap/offmap/internal/cliargs"
 	"github.com/offmap/offmap/queue"
 )
 
@@ -22,9 +23,11 @@ With --watch it prints, every --interval (1s by default) until
 interrupted or --count refreshes, a line with the time, the messages on
 disk, the index after the last one and the append rate since the last
 refresh, then one line per named tailer: its acknowledged index, its rate
-(messages acknowledged per second since the last refresh) and its lag. The
-rates count messages between indexes (Queue.Count), exactly across cycle
-files; the first refresh has no rate yet. With --json each refresh is one
+(messages acknowledged per second since the last refresh), its lag in
+messages and bytes, and the bound on the age of its oldest unacknowledged
+message (AGE <=, as stats shows it). The rates count messages between
+indexes (Queue.Count), exactly across cycle files; the first refresh has
+no rate yet. With --json each refresh is one
 JSON object on one line (rates null on the first).`
 	statsCommand.examples += `
   # watch the append rate and the tailers' lag, every second
@@ -75,7 +78,10 @@ type watchTailerJSON struct {
 	Acked *uint64  `json:"acknowledged_index"` // null: nothing acknowledged
 	Rate  *float64 `json:"rate"`               // acknowledged per second
 	Lag   *int64   `json:"lag"`                // null: not counted
-	Error string   `json:"error,omitempty"`
+	// LagBytes and UnackedAgeMax are as in stats --json.
+	LagBytes      *int64   `json:"lag_bytes"`
+	UnackedAgeMax *float64 `json:"unacked_age_max_seconds"`
+	Error         string   `json:"error,omitempty"`
 }
 
 // endIndex is the index after the last message of st's newest cycle.
@@ -136,6 +142,14 @@ func runWatch(c *cli, q *queue.Queue, w watchFlags, asJSON bool) error {
 				lag := t.Lag
 				tj.Lag = &lag
 			}
+			if t.LagBytes >= 0 {
+				b := t.LagBytes
+				tj.LagBytes = &b
+			}
+			if !t.UnackedSince.IsZero() {
+				age := max(0, at.Sub(t.UnackedSince).Seconds())
+				tj.UnackedAgeMax = &age
+			}
 			out.Tailers = append(out.Tailers, tj)
 		}
 		if asJSON {
@@ -162,20 +176,26 @@ func writeWatch(c *cli, out watchJSON) {
 	if len(out.Tailers) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  %-20s %-22s %12s %14s\n", "TAILER", "ACKNOWLEDGED", "RATE", "LAG")
+	fmt.Fprintf(w, "  %-20s %-22s %12s %14s %11s %10s\n", "TAILER", "ACKNOWLEDGED", "RATE", "LAG", "LAG BYTES", "AGE <=")
 	for _, t := range out.Tailers {
 		if t.Error != "" {
 			fmt.Fprintf(w, "  error: %s\n", t.Error)
 			continue
 		}
-		acked, lag := "-", "unknown"
+		acked, lag, bytes, age := "-", "unknown", "unknown", "-"
 		if t.Acked != nil {
 			acked = formatIndex(*t.Acked)
 		}
 		if t.Lag != nil {
 			lag = strconv.FormatInt(*t.Lag, 10)
 		}
-		fmt.Fprintf(w, "  %-20s %-22s %12s %14s\n", t.Name, acked, rateText(t.Rate), lag)
+		if t.LagBytes != nil {
+			bytes = cliargs.FormatSize(*t.LagBytes)
+		}
+		if t.UnackedAgeMax != nil {
+			age = ageText(*t.UnackedAgeMax)
+		}
+		fmt.Fprintf(w, "  %-20s %-22s %12s %14s %11s %10s\n", t.Name, acked, rateText(t.Rate), lag, bytes, age)
 	}
 }
 

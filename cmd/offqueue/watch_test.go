@@ -88,6 +88,13 @@ func TestStatsWatch(t *testing.T) {
 		s := steps[i]
 		appended, acked, lag = appended+s[0], acked+s[1], lag+s[0]-s[1]
 		tr := r.Tailers[0]
+		// The lag in bytes moves with the lag in messages; the age bound is
+		// the one cycle file's.
+		pb := refreshes[i].Tailers[0].LagBytes
+		if tr.LagBytes == nil || pb == nil || *tr.LagBytes <= 0 || (*tr.LagBytes > *pb) != (s[0] > s[1]) || (*tr.LagBytes == *pb) != (s[0] == s[1]) ||
+			tr.UnackedAgeMax == nil || *tr.UnackedAgeMax < 0 {
+			t.Fatalf("refresh %d: lag %v bytes (before: %v), at most %v s old, after %d appends and %d acknowledged", i+1, tr.LagBytes, pb, tr.UnackedAgeMax, s[0], s[1])
+		}
 		if r.Messages != uint64(appended) || r.End-refreshes[i].End != uint64(s[0]) || *tr.Lag != int64(lag) ||
 			*tr.Acked-*refreshes[i].Tailers[0].Acked != uint64(s[1]) {
 			t.Fatalf("refresh %d: %+v, tailer %+v; want %d messages, %d more, lag %d", i+1, r, tr, appended, s[0], lag)

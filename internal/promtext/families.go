@@ -46,18 +46,20 @@ func MapSamples(path string, st offmap.Stats) []Sample {
 // shared word), so what it reports is what is on disk: the messages and
 // bytes of the cycle files retention kept, as gauges.
 var (
-	QueueMessages     = &Desc{"offmap_queue_messages", "Messages in the cycle files on disk (slots skipped after a dead writer included: each takes an index); retention lowers it.", Gauge, []string{"path"}}
-	QueueBytes        = &Desc{"offmap_queue_bytes", "Bytes the cycle files on disk use for slots: messages with their headers and padding, index arrays.", Gauge, []string{"path"}}
-	QueueFileBytes    = &Desc{"offmap_queue_file_bytes", "Size of the cycle files on disk.", Gauge, []string{"path"}}
-	QueueCycles       = &Desc{"offmap_queue_cycles", "Cycle files on disk.", Gauge, []string{"path"}}
-	QueueWriters      = &Desc{"offmap_queue_writers", "Processes holding a writer lease.", Gauge, []string{"path"}}
-	QueueSkippedSlots = &Desc{"offmap_queue_skipped_slots_total", "Slots skipped because their writer died before committing them, by every process.", Counter, []string{"path"}}
-	TailerAckedIndex  = &Desc{"offmap_queue_tailer_acked_index", "Index (cycle << 32 | sequence) after a named tailer's last acknowledged message; absent while it has acknowledged none. Exact up to 2^53.", Gauge, []string{"path", "tailer"}}
-	TailerLag         = &Desc{"offmap_queue_tailer_lag_messages", "Messages after a named tailer's acknowledged index, counted across cycle files.", Gauge, []string{"path", "tailer"}}
+	QueueMessages      = &Desc{"offmap_queue_messages", "Messages in the cycle files on disk (slots skipped after a dead writer included: each takes an index); retention lowers it.", Gauge, []string{"path"}}
+	QueueBytes         = &Desc{"offmap_queue_bytes", "Bytes the cycle files on disk use for slots: messages with their headers and padding, index arrays.", Gauge, []string{"path"}}
+	QueueFileBytes     = &Desc{"offmap_queue_file_bytes", "Size of the cycle files on disk.", Gauge, []string{"path"}}
+	QueueCycles        = &Desc{"offmap_queue_cycles", "Cycle files on disk.", Gauge, []string{"path"}}
+	QueueWriters       = &Desc{"offmap_queue_writers", "Processes holding a writer lease.", Gauge, []string{"path"}}
+	QueueSkippedSlots  = &Desc{"offmap_queue_skipped_slots_total", "Slots skipped because their writer died before committing them, by every process.", Counter, []string{"path"}}
+	TailerAckedIndex   = &Desc{"offmap_queue_tailer_acked_index", "Index (cycle << 32 | sequence) after a named tailer's last acknowledged message; absent while it has acknowledged none. Exact up to 2^53.", Gauge, []string{"path", "tailer"}}
+	TailerLag          = &Desc{"offmap_queue_tailer_lag_messages", "Messages after a named tailer's acknowledged index, counted across cycle files.", Gauge, []string{"path", "tailer"}}
+	TailerLagBytes     = &Desc{"offmap_queue_tailer_lag_bytes", "Bytes of the slots after a named tailer's acknowledged message (headers, padding and index arrays included), across cycle files.", Gauge, []string{"path", "tailer"}}
+	TailerUnackedSince = &Desc{"offmap_queue_tailer_unacked_since_timestamp_seconds", "Creation time of the cycle file holding a named tailer's oldest unacknowledged message, which is no older; absent when none is unacknowledged.", Gauge, []string{"path", "tailer"}}
 )
 
 // QueueDescs lists the metrics of a queue.
-var QueueDescs = []*Desc{QueueMessages, QueueBytes, QueueFileBytes, QueueCycles, QueueWriters, QueueSkippedSlots, TailerAckedIndex, TailerLag}
+var QueueDescs = []*Desc{QueueMessages, QueueBytes, QueueFileBytes, QueueCycles, QueueWriters, QueueSkippedSlots, TailerAckedIndex, TailerLag, TailerLagBytes, TailerUnackedSince}
 
 // ErrUnreadable reports a part of a queue that Stats could not read: a
 // damaged or truncated cycle file or named-tailer slot. The samples that
@@ -104,6 +106,12 @@ func QueueSamples(path string, st queue.Stats) ([]Sample, error) {
 		}
 		if t.Lag >= 0 {
 			s = append(s, Sample{TailerLag, tl, float64(t.Lag)})
+		}
+		if t.LagBytes >= 0 {
+			s = append(s, Sample{TailerLagBytes, tl, float64(t.LagBytes)})
+		}
+		if !t.UnackedSince.IsZero() {
+			s = append(s, Sample{TailerUnackedSince, tl, float64(t.UnackedSince.UnixNano()) / 1e9})
 		}
 	}
 	return s, errors.Join(errs...)
