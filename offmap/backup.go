@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -23,7 +26,7 @@ import (
 // new file, which happens after every lock is released. Readers take no
 // lock and never wait: the versions stay even throughout.
 
-// BackupInfo describes a backup that BackupTo made.
+// BackupInfo describes a backup that BackupTo or Backup made.
 type BackupInfo struct {
 	Entries int       // entries the copy holds
 	At      time.Time // the instant the copy is of: every segment lock held
@@ -58,10 +61,7 @@ type BackupInfo struct {
 // instant. A backup takes segment locks, so it needs a map opened for
 // writing: a read-only one returns ErrReadOnly.
 func (m *Map) BackupTo(path string) (BackupInfo, error) {
-	if err := m.enterWrite(); err != nil {
-		if errors.Is(err, ErrReadOnly) {
-			return BackupInfo{}, fmt.Errorf("%w: %s: a backup holds every segment lock for an instant, which a read-only open cannot take; open the map for writing", ErrReadOnly, m.path)
-		}
+	if err := m.enterBackup(); err != nil {
 		return BackupInfo{}, err
 	}
 	defer m.exitWrite()
@@ -77,6 +77,102 @@ func (m *Map) BackupTo(path string) (BackupInfo, error) {
 		return BackupInfo{}, &shm.OpError{Pkg: "offmap", Op: "backup", Path: path, Err: err}
 	}
 	return info, nil
+}
+
+// Backup writes a copy of the map to w, consistent at one instant as
+// BackupTo's is: the bytes of the map file that BackupTo would write,
+// which Open uses once they are stored in a file, e.g.
+//
+//	offmap backup app.map - | gzip > app.map.gz
+//	gunzip < app.map.gz > restored.map
+//
+// The file carries no permission of its own: the one who stores the
+// bytes sets it. BackupInfo.FileSize is the number of bytes written.
+//
+// The copy is built first, after every segment lock is released, as a
+// temporary file without a name (O_TMPFILE on Linux; elsewhere created
+// and removed at once) in the map's directory, which is on the map's
+// file system and so has room for a copy of it; when the process may not
+// write to that directory, in os.TempDir(). The file takes as much space
+// as the copy, for as long as the backup runs; none is left behind
+// however the backup ends (on systems without O_TMPFILE, a process killed
+// in the instant between creating and removing the file leaves
+// .offmap-unnamed-* behind). Only then is it copied to w, so a slow w
+// (a pipe to gzip or ssh) stalls no writer of the map, and Close does
+// not wait for it.
+//
+// An error from w is returned wrapped (errors.Is and errors.As see it);
+// w may then hold part of the copy, which is not a map file. A closed
+// map returns ErrClosed, a read-only one ErrReadOnly, as BackupTo.
+func (m *Map) Backup(w io.Writer) (BackupInfo, error) {
+	f, info, err := m.backupUnnamed()
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	defer f.Close()
+	n, err := io.Copy(w, f)
+	if err == nil && n != info.FileSize {
+		err = fmt.Errorf("the copy ended after %d of its %d bytes", n, info.FileSize)
+	}
+	if err != nil {
+		return BackupInfo{}, fmt.Errorf("offmap: backup of %s: writing the copy (%d of %d bytes written): %w", m.path, n, info.FileSize, err)
+	}
+	return info, nil
+}
+
+// backupUnnamed builds the copy Backup writes, in an unnamed temporary
+// file, and returns it open at its first byte.
+func (m *Map) backupUnnamed() (*os.File, BackupInfo, error) {
+	if err := m.enterBackup(); err != nil {
+		return nil, BackupInfo{}, err
+	}
+	defer m.exitWrite()
+	dir := filepath.Dir(m.path)
+	f, err := shm.CreateUnnamed(dir)
+	if notWritable(err) {
+		if f, err = shm.CreateUnnamed(os.TempDir()); err != nil {
+			err = fmt.Errorf("%w (and %s is not writable)", err, dir)
+		}
+	}
+	if err != nil {
+		return nil, BackupInfo{}, &shm.OpError{Pkg: "offmap", Op: "backup", Path: m.path, Err: fmt.Errorf("creating a temporary file: %w", err)}
+	}
+	fail := func(err error) (*os.File, BackupInfo, error) {
+		f.Close()
+		return nil, BackupInfo{}, err
+	}
+	segs, info, t, err := m.backupSegments()
+	if err != nil {
+		return fail(err)
+	}
+	opts, h, err := m.backupPlan(segs)
+	if err == nil {
+		err = shm.Preallocate(f, int64(h.FileSize))
+	}
+	if err == nil {
+		info.Entries, info.FileSize, err = m.buildBackup(f, f.Name(), opts, &h, segs, t, false)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return fail(&shm.OpError{Pkg: "offmap", Op: "backup", Path: f.Name(), Err: err})
+	}
+	return f, info, nil
+}
+
+// enterBackup is enterWrite, with ErrReadOnly explained.
+func (m *Map) enterBackup() error {
+	err := m.enterWrite()
+	if errors.Is(err, ErrReadOnly) {
+		return fmt.Errorf("%w: %s: a backup holds every segment lock for an instant, which a read-only open cannot take; open the map for writing", ErrReadOnly, m.path)
+	}
+	return err
+}
+
+// notWritable reports whether err says a directory may not be written to.
+func notWritable(err error) bool {
+	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
 // backupSeg is one segment as the backup copied it, with its lock held:
@@ -265,48 +361,61 @@ func (m *Map) backupOptions(entries int) Options {
 // writeBackup builds the map file of segs, leaving out the entries
 // expired by t, at path, and returns its entries and size.
 func (m *Map) writeBackup(path string, segs []backupSeg, t int64) (int, int64, error) {
+	opts, h, err := m.backupPlan(segs)
+	if err != nil {
+		return 0, 0, err
+	}
+	var n int
+	var size int64
+	err = shm.CreateAtomic(path, opts.fileMode(), int64(h.FileSize), true, func(f *os.File) error {
+		n, size, err = m.buildBackup(f, path, opts, &h, segs, t, true)
+		return err
+	})
+	return n, size, err
+}
+
+// backupPlan is the options and header of the compact copy of segs.
+func (m *Map) backupPlan(segs []backupSeg) (Options, header, error) {
 	entries := 0
 	for i := range segs {
 		entries += len(segs[i].slots)
 	}
 	opts := m.backupOptions(entries)
 	h, err := plan(opts, randomSeed())
+	return opts, h, err
+}
+
+// buildBackup writes the map file of segs (header h, of options opts),
+// leaving out the entries expired by t, into f: a new file that nothing
+// else uses, h.FileSize bytes long, which name names in errors. With
+// durable set, the file is synced. It returns the entries written and
+// the file's size. f stays open, its offset unchanged.
+func (m *Map) buildBackup(f *os.File, name string, opts Options, h *header, segs []backupSeg, t int64, durable bool) (int, int64, error) {
+	if _, err := f.WriteAt(h.encode(), 0); err != nil {
+		return 0, 0, err
+	}
+	// The map takes a descriptor of its own, which its Close closes; the
+	// caller closes f.
+	g, err := shm.Dup(f)
 	if err != nil {
 		return 0, 0, err
 	}
-	var size int64
-	n := 0
-	err = shm.CreateAtomic(path, opts.fileMode(), int64(h.FileSize), true, func(f *os.File) error {
-		if _, err := f.WriteAt(h.encode(), 0); err != nil {
-			return err
-		}
-		// The map takes a descriptor of its own, which its Close closes;
-		// CreateAtomic links and closes f.
-		g, err := shm.Dup(f)
-		if err != nil {
-			return err
-		}
-		dst, err := openMapped(g, path, false, opts)
-		if err != nil {
-			g.Close()
-			return err
-		}
-		n, err = m.fillBackup(dst, segs, t)
-		if err == nil {
-			err = dst.Sync()
-		}
-		if cerr := dst.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		fi, err := f.Stat()
-		if err == nil {
-			size = fi.Size()
-		}
-		return err
-	})
+	dst, err := openMapped(g, name, false, opts)
+	if err != nil {
+		g.Close()
+		return 0, 0, err
+	}
+	n, err := m.fillBackup(dst, segs, t)
+	if err == nil && durable {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	size, err := shm.FileSize(f)
 	return n, size, err
 }
 

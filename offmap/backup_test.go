@@ -2,6 +2,7 @@ package offmap
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -173,10 +174,37 @@ func checkTransfers(t *testing.T, path string, procs int) []int {
 	return counts
 }
 
-// TestBackupUnderTransfers takes backups while four processes make
-// transfers: each backup holds, for every process, exactly a prefix of
-// its transfers (the state at one instant), and the exact total.
+// backupWays are the two ways to make a backup at dest: BackupTo, and
+// Backup into a writer (an in-memory buffer, as a pipe would take it)
+// whose bytes are then stored at dest.
+var backupWays = []struct {
+	name string
+	to   func(m *Map, dest string) (BackupInfo, error)
+}{
+	{"BackupTo", (*Map).BackupTo},
+	{"Backup", func(m *Map, dest string) (BackupInfo, error) {
+		var b bytes.Buffer
+		info, err := m.Backup(&b)
+		if err != nil {
+			return info, err
+		}
+		if int64(b.Len()) != info.FileSize {
+			return info, fmt.Errorf("Backup wrote %d bytes, BackupInfo.FileSize is %d", b.Len(), info.FileSize)
+		}
+		return info, os.WriteFile(dest, b.Bytes(), 0o600)
+	}},
+}
+
+// TestBackupUnderTransfers takes backups, each way, while four processes
+// make transfers: each backup holds, for every process, exactly a prefix
+// of its transfers (the state at one instant), and the exact total.
 func TestBackupUnderTransfers(t *testing.T) {
+	for _, way := range backupWays {
+		t.Run(way.name, func(t *testing.T) { testBackupUnderTransfers(t, way.to) })
+	}
+}
+
+func testBackupUnderTransfers(t *testing.T, backup func(m *Map, dest string) (BackupInfo, error)) {
 	const procs = 4
 	n := 4000
 	if testing.Short() || raceEnabled {
@@ -222,7 +250,7 @@ func TestBackupUnderTransfers(t *testing.T) {
 			t.Fatal(err)
 		}
 		dest := filepath.Join(dir, fmt.Sprintf("backup-%d.map", len(backups)))
-		info, err := m.BackupTo(dest)
+		info, err := backup(m, dest)
 		if err != nil {
 			t.Fatal(err)
 		}

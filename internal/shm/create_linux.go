@@ -99,3 +99,21 @@ func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill 
 	}
 	return syncDir(dir)
 }
+
+// CreateUnnamed creates an empty file in dir that has no name (O_TMPFILE),
+// for reading and writing: it is gone once closed, or when the process
+// dies, and no other process can open it. On a file system without
+// O_TMPFILE it is created under a temporary name, removed at once
+// (createRemoved). A directory the process may not write to gives an
+// error wrapping os.ErrPermission (or EROFS).
+func CreateUnnamed(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(fd), filepath.Join(dir, "(unnamed)")), nil
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) ||
+		errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EROFS) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT):
+		return nil, &os.PathError{Op: "create", Path: dir, Err: err}
+	}
+	return createRemoved(dir) // EOPNOTSUPP, or EISDIR from a kernel without O_TMPFILE
+}

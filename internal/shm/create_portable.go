@@ -42,3 +42,11 @@ func AllocateShared(f *os.File, off, n int64) error { return errors.ErrUnsupport
 func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
 	return createViaTempName(path, mode, size, durable, fill)
 }
+
+// CreateUnnamed creates an empty file in dir for reading and writing,
+// whose name is removed at once (createRemoved): it is gone once closed,
+// or when the process dies. (Without O_TMPFILE, a process killed between
+// creating and removing leaves the name, .offmap-unnamed-*, behind.) A
+// directory the process may not write to gives an error wrapping
+// os.ErrPermission (or EROFS).
+func CreateUnnamed(dir string) (*os.File, error) { return createRemoved(dir) }

@@ -28,7 +28,7 @@
 // queue that way). Which file does what:
 //
 //	both          file.go      OpenFile (regular files only, never blocking)
-//	              mmap.go      Map, Flock, extendZeroed, createViaTempName
+//	              mmap.go      Map, Flock, extendZeroed, createViaTempName, createRemoved
 //	              region.go    Reserve and Extend: a growing file mapped at a fixed address
 //	              proc.go      Token, Witness: the dead-holder check (Liveness, below)
 //	              mutex.go     the lock word; header.go: file headers
@@ -36,11 +36,11 @@
 //	              thread_linux.go   nice 19 for background threads
 //	macOS         witness_darwin.go tokens are pid + start time (sysctl kern.proc.pid); background band
 //	Linux native  futex_linux.go, futexwaitv_linux.go  FUTEX_WAIT/WAKE, FUTEX_WAITV
-//	              create_linux.go  Preallocate (fallocate), CreateAtomic (O_TMPFILE)
+//	              create_linux.go  Preallocate (fallocate), CreateAtomic, CreateUnnamed (O_TMPFILE)
 //	              back_linux.go    holes filled with fallocate (SEEK_HOLE, block count)
 //	              populate_linux.go  MADV_POPULATE_WRITE
 //	portable      futex_portable.go  polling waits with bounded back-off
-//	              create_portable.go Preallocate writes zeros; CreateAtomic via a temporary name
+//	              create_portable.go Preallocate writes zeros; CreateAtomic, CreateUnnamed via a temporary name
 //	              back_portable.go   holes filled through a mapping (atomic add of zero per page)
 //	              populate_portable.go  one atomic add of zero per page
 //

@@ -127,6 +127,20 @@ func createViaTempName(path string, mode os.FileMode, size int64, durable bool, 
 	return syncDir(dir)
 }
 
+// createRemoved creates a file in dir under a temporary name and removes
+// the name, leaving a file that only the returned descriptor reaches.
+func createRemoved(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, ".offmap-unnamed-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // noSpace is err: these systems report a full disk as ENOSPC.
 func noSpace(err error) error { return err }
 

@@ -194,6 +194,30 @@ func createViaTempName(path string, mode os.FileMode, size int64, durable bool, 
 	return nil
 }
 
+// createRemoved creates a file in dir under a temporary name, opened with
+// every sharing flag, and deletes it: the file stays, without a name (or,
+// before POSIX delete semantics, a name no one can open), until the
+// returned handle is closed or the process dies.
+func createRemoved(dir string) (*os.File, error) {
+	for range 100 {
+		tmp := filepath.Join(dir, fmt.Sprintf(".offmap-unnamed-%d", randomBits()%1e12))
+		f, err := openShared(tmp, windows.GENERIC_READ|windows.GENERIC_WRITE, windows.CREATE_NEW)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Remove(tmp); err != nil {
+			f.Close()
+			os.Remove(tmp)
+			return nil, err
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("create in %s: no free temporary name", dir)
+}
+
 // noSpace is in sys_windows.go.
 
 // syncDir does nothing: Windows cannot flush a directory; MoveFileEx with
