@@ -2,9 +2,11 @@ package offmap_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -489,4 +491,68 @@ func ExampleMap_GetMany() {
 	// alice: "admin" true
 	// bob: "" false
 	// carol: "viewer" true
+}
+
+// A backup streamed to a writer (here a gzip stream into a file), and its
+// restore: the unpacked bytes are a map file that Open uses as it is.
+func ExampleMap_Backup() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 1000, AverageKeySize: 8, AverageValueSize: 8})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []string{"alice", "bob", "carol"} {
+		if err := m.Put([]byte(c), []byte("active")); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	gz := path + ".gz"
+	f, err := os.Create(gz)
+	if err != nil {
+		log.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	info, err := m.Backup(zw) // other processes may go on writing meanwhile
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := errors.Join(zw.Close(), f.Close()); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("backed up", info.Entries, "entries")
+
+	// Restore into a new file.
+	f, err = os.Open(gz)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		log.Fatal(err)
+	}
+	restored := path + ".restored"
+	out, err := os.Create(restored)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := io.Copy(out, zr); err != nil {
+		log.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		log.Fatal(err)
+	}
+	r, err := offmap.Open(restored, offmap.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	v, err := r.Get([]byte("bob"))
+	fmt.Println(r.Len(), string(v), err, r.Check())
+	// Output:
+	// backed up 3 entries
+	// 3 active <nil> <nil>
 }
