@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/offmap/offmap/internal/shm"
 )
@@ -33,10 +35,23 @@ type BackupInfo struct {
 // walk of its slots finds, with the bytes after the end left zero and the cycle's
 // header (its write hint, index and next-cycle words) made to agree with
 // that end. dest must not exist: the copy is built under a temporary name
-// beside it (".NAME.backup-PID") and renamed to dest when complete and
-// synced, so that a backup that fails or is killed leaves nothing at
-// dest (a killed one leaves its temporary directory, which may be
-// removed).
+// beside it (".NAME.backup-PID", or ".NAME.backup-PID-N" when that name
+// is taken) and renamed to dest when complete and synced, so that a
+// backup that fails or is killed leaves nothing at dest.
+//
+// A backup killed (kill -9, a crash) leaves its temporary directory; a
+// later Backup into the same parent directory removes it. Every Backup
+// holds a shared lock (flock; LockFileEx on Windows) on the file
+// ".offqueue-backup.lock" in dest's parent directory, which it creates
+// with the queue's file mode and leaves there, from before it makes its
+// temporary directory until it returns. A Backup that can take that lock
+// exclusively (no other backup is running into that directory, in any
+// process, pid namespace or user) first removes every leftover there: a
+// directory named as above that holds nothing but regular files named
+// as a queue's metadata and cycle files. Anything else, such as a
+// directory of another name or with other contents, a file or a
+// symbolic link, is left alone. Backups by other users into the same
+// directory need read permission on the lock file.
 func (q *Queue) Backup(dest string) (BackupInfo, error) {
 	var info BackupInfo
 	if q.closed.Load() {
@@ -45,12 +60,20 @@ func (q *Queue) Backup(dest string) (BackupInfo, error) {
 	if _, err := os.Lstat(dest); err == nil {
 		return info, fmt.Errorf("queue: backup of %s: %s: %w", q.dir, dest, os.ErrExist)
 	}
-	tmp := filepath.Join(filepath.Dir(dest), fmt.Sprintf(".%s.backup-%d", filepath.Base(dest), os.Getpid()))
-	os.RemoveAll(tmp) // what an earlier backup of this pid left
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	parent := filepath.Dir(dest)
+	lock, err := q.lockBackups(parent)
+	if err != nil {
 		return info, fmt.Errorf("queue: backup of %s: %w", q.dir, err)
 	}
-	err := q.backupInto(tmp, &info)
+	defer lock.Close() // after the rename: the lock covers tmp while it exists
+	tmp, err := makeBackupDir(parent, filepath.Base(dest))
+	if err != nil {
+		return info, fmt.Errorf("queue: backup of %s: %w", q.dir, err)
+	}
+	if backupHook != nil {
+		backupHook(tmp, 0)
+	}
+	err = q.backupInto(tmp, &info)
 	if err == nil {
 		err = syncPath(tmp)
 	}
@@ -65,6 +88,150 @@ func (q *Queue) Backup(dest string) (BackupInfo, error) {
 		return BackupInfo{}, fmt.Errorf("queue: backup of %s to %s: %w", q.dir, dest, err)
 	}
 	return info, nil
+}
+
+// backupLockName is the lock file every Backup holds, shared, in dest's
+// parent directory while it runs; one that holds it exclusively knows
+// that no backup is running there, and removes the temporary directories
+// killed ones left.
+const backupLockName = ".offqueue-backup.lock"
+
+// backupHook, when set (only by tests), is called with the temporary
+// directory once Backup has made it (cycles 0) and after each cycle file
+// it copied into it (cycles 1, 2, ...).
+var backupHook func(tmp string, cycles int)
+
+// lockBackups opens (or creates) the lock file in parent and returns it
+// holding a shared lock, which the caller holds until its temporary
+// directory is gone. If it can take the lock exclusively first, no
+// backup is running into parent, and it removes what killed ones left.
+func (q *Queue) lockBackups(parent string) (*os.File, error) {
+	path := filepath.Join(parent, backupLockName)
+	// Read-only is enough for flock and LockFileEx, and lets processes
+	// of other users that may read the file share it.
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, q.fileMode())
+	if err != nil {
+		return nil, fmt.Errorf("backup lock: %w", err)
+	}
+	switch err := shm.Flock(f, true, true); {
+	case err == nil:
+		removeStaleBackups(parent)
+	case !errors.Is(err, shm.ErrWouldBlock):
+		f.Close()
+		return nil, fmt.Errorf("backup lock: %w", err)
+	}
+	// Shared, waiting for a process that holds it exclusively to finish
+	// cleaning (from exclusive this converts, not atomically, which does
+	// not matter: no temporary directory of ours exists yet).
+	if err := shm.Flock(f, false, false); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("backup lock: %w", err)
+	}
+	return f, nil
+}
+
+// makeBackupDir makes the temporary directory of a backup to parent/name:
+// .NAME.backup-PID, or .NAME.backup-PID-N (N = 2, 3, ...) when that
+// exists, which is a live backup's when this process (another goroutine)
+// or a process of the same pid in another pid namespace is backing up to
+// the same name, or a leftover that could not be removed.
+func makeBackupDir(parent, name string) (string, error) {
+	base := fmt.Sprintf(".%s.backup-%d", name, os.Getpid())
+	tmp := filepath.Join(parent, base)
+	for n := 2; ; n++ {
+		err := os.Mkdir(tmp, 0o700)
+		if err == nil {
+			return tmp, nil
+		}
+		if !errors.Is(err, os.ErrExist) || n > 1000 {
+			return "", err
+		}
+		tmp = filepath.Join(parent, fmt.Sprintf("%s-%d", base, n))
+	}
+}
+
+// removeStaleBackups removes from parent the temporary directories that
+// killed backups left; the caller holds the backup lock exclusively, so
+// none is a live backup's. It removes only what is certainly one: a
+// directory (not a symbolic link) named as makeBackupDir names them that
+// holds nothing but regular files named as a queue's metadata or cycle
+// files (of any roll cycle), and it removes those files one by one and
+// the directory only if that empties it. Errors leave things as they are.
+func removeStaleBackups(parent string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.Type().IsDir() || !isBackupTempName(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		ok := true
+		for _, f := range files {
+			if !f.Type().IsRegular() || f.Name() != metaName && !isCycleFileName(f.Name()) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		for _, f := range files {
+			os.Remove(filepath.Join(dir, f.Name()))
+		}
+		os.Remove(dir) // fails, leaving it, if anything else is there now
+	}
+}
+
+// isBackupTempName reports whether name is one makeBackupDir makes:
+// "." NAME ".backup-" PID, optionally "-" N with N >= 2, where PID and N
+// are decimal numbers without leading zeros and NAME is not empty.
+func isBackupTempName(name string) bool {
+	rest, ok := strings.CutPrefix(name, ".")
+	i := strings.LastIndex(rest, ".backup-")
+	if !ok || i < 1 {
+		return false
+	}
+	pid, n, suffixed := strings.Cut(rest[i+len(".backup-"):], "-")
+	return isDecimal(pid) && (!suffixed || isDecimal(n) && n != "1")
+}
+
+// isDecimal reports whether s is a positive decimal number as %d prints
+// one that fits in 64 bits.
+func isDecimal(s string) bool {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isCycleFileName reports whether name is a cycle file's name in the
+// layout of one of the roll cycles.
+func isCycleFileName(name string) bool {
+	base, ok := strings.CutSuffix(name, cycleSuffix)
+	if !ok {
+		return false
+	}
+	for r := range rolls {
+		if !RollCycle(r).valid() {
+			continue
+		}
+		layout := rolls[r].layout
+		if t, err := time.Parse(layout, base); err == nil && t.Format(layout) == base {
+			return true
+		}
+	}
+	return false
 }
 
 func (q *Queue) backupInto(tmp string, info *BackupInfo) error {
@@ -85,6 +252,9 @@ func (q *Queue) backupInto(tmp string, info *BackupInfo) error {
 		}
 		copied, last = true, n
 		info.Cycles = append(info.Cycles, n)
+		if backupHook != nil {
+			backupHook(tmp, len(info.Cycles))
+		}
 		info.End = Index(n, end)
 		if next == 0 {
 			break // the copy ends here: later cycles hold later messages

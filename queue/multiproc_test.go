@@ -115,6 +115,19 @@ func runHelper(role, dir, args string) int {
 		}
 	case "tail": // writers to wait for (end markers), wait mode
 		return helperTail(q, a[0], WaitMode(a[1]))
+	case "backup-and-hang": // cycles: back up to $OFFQUEUE_DEST, at that hook call print "tmp PATH" and wait for stdin to close; then "done"
+		backupHook = func(tmp string, cycles int) {
+			if cycles == a[0] {
+				fmt.Println("tmp", tmp)
+				io.Copy(io.Discard, os.Stdin)
+			}
+		}
+		if _, err := q.Backup(os.Getenv("OFFQUEUE_DEST")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("done")
+		return 0
 	case "reserve-and-hang": // claim a slot, say so, never commit
 		w, err := q.Reserve(16)
 		if err != nil {

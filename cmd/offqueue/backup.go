@@ -20,8 +20,11 @@ verify' use it as it is, and appenders continue it.
 
 DEST must not exist; it is built under a temporary name beside it and
 renamed when complete and synced, so a backup that fails or is killed
-leaves nothing at DEST (a killed one may leave .DEST.backup-PID, which
-may be removed). It opens DIR read-only and changes nothing.`,
+leaves nothing at DEST. A killed one leaves its temporary directory
+(.DEST.backup-PID); the next backup into the same directory removes it
+when no other backup is running there, which every backup shows by
+holding a lock on the file .offqueue-backup.lock there (left in place).
+It opens DIR read-only and changes nothing.`,
 	examples: `  offqueue backup /var/queues/orders /backup/orders-$(date +%F)
   offqueue backup --json /var/queues/orders /backup/orders.1 | jq .end_index`,
 	run: runBackup,
