@@ -75,13 +75,13 @@ func (q *Queue) Backup(dest string) (BackupInfo, error) {
 	}
 	err = q.backupInto(tmp, &info)
 	if err == nil {
-		err = syncPath(tmp)
+		err = shm.SyncDir(tmp)
 	}
 	if err == nil {
 		err = os.Rename(tmp, dest)
 	}
 	if err == nil {
-		err = syncPath(filepath.Dir(dest))
+		err = shm.SyncDir(filepath.Dir(dest))
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -423,13 +423,4 @@ func (q *Queue) fileMode() os.FileMode {
 		return fi.Mode().Perm()
 	}
 	return 0o600
-}
-
-func syncPath(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

@@ -97,7 +97,7 @@ func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill 
 	if !durable {
 		return nil
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
 // CreateUnnamed creates an empty file in dir that has no name (O_TMPFILE),

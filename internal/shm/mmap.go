@@ -124,7 +124,7 @@ func createViaTempName(path string, mode os.FileMode, size int64, durable bool, 
 	if !durable {
 		return nil
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
 // createRemoved creates a file in dir under a temporary name and removes
@@ -144,8 +144,8 @@ func createRemoved(dir string) (*os.File, error) {
 // noSpace is err: these systems report a full disk as ENOSPC.
 func noSpace(err error) error { return err }
 
-// syncDir makes a new name in dir durable.
-func syncDir(dir string) error {
+// SyncDir makes the names made in dir durable (fsync of the directory).
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -220,6 +220,6 @@ func createRemoved(dir string) (*os.File, error) {
 
 // noSpace is in sys_windows.go.
 
-// syncDir does nothing: Windows cannot flush a directory; MoveFileEx with
+// SyncDir does nothing: Windows cannot flush a directory; MoveFileEx with
 // MOVEFILE_WRITE_THROUGH made the rename durable.
-func syncDir(string) error { return nil }
+func SyncDir(string) error { return nil }

@@ -101,7 +101,13 @@ func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
 	}
 	defer windows.CloseHandle(section)
 	at := r.base + uintptr(r.mapped)
-	if err := splitPlaceholder(at, end-r.mapped); err != nil {
+	// The view takes the rest of the placeholder, or the part split off
+	// its front (a placeholder is replaced whole: splitting one at its
+	// own size is refused).
+	if end < r.space {
+		err = splitPlaceholder(at, end-r.mapped)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("shm: extend %s: split the reservation at %d: %w", f.Name(), end, err)
 	}
 	prot := uint32(pageReadOnly)
