@@ -15,7 +15,7 @@ func TestOpErrorNamesPackageAndPathOnce(t *testing.T) {
 		want string
 	}{
 		{fmt.Errorf("%w: Entries 5, the file's 10", conflict), "offmap: open data.map: options conflict with the existing file: Entries 5, the file's 10"},
-		{statErr, "offmap: open /nonexistent/data.map: no such file or directory"},
+		{statErr, "offmap: open /nonexistent/data.map: " + errors.Unwrap(statErr).Error()},
 		{fmt.Errorf("%w: wrong magic number", ErrForeign), "offmap: open data.map: not a file of this kind: wrong magic number"},
 		{fmt.Errorf("%w: data.map is not a regular file", ErrForeign), "offmap: not a file of this kind: data.map is not a regular file"},
 	} {

@@ -53,7 +53,9 @@ func Reserve(size int) (*Region, error) {
 
 // Extend maps the bytes [Len(), size) of f behind the mapped prefix and
 // returns the whole prefix, which may be longer than size: a writer maps
-// up to the next 64 KiB boundary, padding the file with zeros to it.
+// up to the next 64 KiB boundary, padding the file with zeros to it. For
+// a reader it may also be shorter, when part of [Len(), size) is claimed
+// space no writer has mapped yet (see below).
 // size is a multiple of the page size, at most the reserved size; the
 // file must hold all of it but the rest of its last page. Concurrent
 // calls on one Region must be serialised by the caller.
@@ -81,15 +83,35 @@ func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
 	if int64(size) >= fileSize+int64(page) {
 		return nil, fmt.Errorf("shm: extend %s to %d bytes: the file has %d", f.Name(), size, fileSize)
 	}
-	end := size
-	if g := Pad(size, allocationGranularity); writable && g <= r.reserved {
-		if fileSize < int64(g) {
-			if err := extendZeroed(f, int64(g)); err != nil {
-				return nil, err
-			}
-			fileSize = int64(g)
+	// The view ends on a 64 KiB boundary, or at the end of the
+	// reservation, so that the next Extend can map on from there: a
+	// writer pads the file to the next one; a reader maps up to the last
+	// one the file holds. Every byte a writer publishes lies below a
+	// boundary the file holds, as the writer padded the file before it
+	// wrote there; so a reader that gets less than size only misses bytes
+	// nobody has published yet (space claimed by a writer that has not
+	// mapped it), and returns what it has. Only a first view of a file
+	// made elsewhere ends elsewhere.
+	if g := int64(min(Pad(size, allocationGranularity), r.reserved)); writable && fileSize < g {
+		if err := extendZeroed(f, g); err != nil {
+			return nil, err
 		}
-		end = g
+		fileSize = g
+	}
+	held := int(fileSize / allocationGranularity * allocationGranularity)
+	if fileSize >= int64(r.reserved) {
+		held = r.reserved
+	}
+	end := size
+	switch {
+	case held >= size:
+		end = held
+	case r.mapped == 0:
+		// A first view: all of size, wherever it ends.
+	case held > r.mapped:
+		end = held
+	default:
+		return r.Bytes(), nil
 	}
 	inFile := min(int64(end), fileSize) // the view's end in the file
 	if err := back(f, int64(r.mapped), inFile-int64(r.mapped), writable); err != nil {

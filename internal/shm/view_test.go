@@ -20,7 +20,8 @@ func TestViewFollowsRegion(t *testing.T) {
 	}
 	v.Set(b)
 	b[0] = 7
-	if got := v.Bytes(); len(got) != page || got[0] != 7 {
+	// Windows maps a whole 64 KiB, or to the end of the reservation.
+	if got := v.Bytes(); len(got) != len(b) || len(got) < page || got[0] != 7 {
 		t.Fatalf("view of %d bytes starting %d", len(got), got[0])
 	}
 	if b, err = r.Extend(f, 3*page, true); err != nil {
@@ -28,7 +29,7 @@ func TestViewFollowsRegion(t *testing.T) {
 	}
 	v.Set(b)
 	got := v.Bytes()
-	if len(got) != 3*page || &got[0] != &b[0] {
+	if len(got) != len(b) || len(got) < 3*page || &got[0] != &b[0] {
 		t.Fatalf("view of %d bytes after growth to %d, or moved", len(got), 3*page)
 	}
 	got[2*page] = 9

@@ -1,0 +1,129 @@
+package shm
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A reader's Region follows a file that writers grow, though a writer
+// claims space (the file grows past a 64 KiB boundary) before it maps and
+// pads it: the reader maps what lies below the boundaries the file holds,
+// returns a shorter prefix meanwhile, and maps on once the writer padded.
+func TestRegionReaderFollowsPadding(t *testing.T) {
+	const granule = allocationGranularity
+	path := filepath.Join(t.TempDir(), "f")
+	wf, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wf.Close()
+	if err := wf.Truncate(4096); err != nil {
+		t.Fatal(err)
+	}
+	w := reserve(t, 1<<20)
+	b, err := w.Extend(wf, 4096, true)
+	if err != nil || len(b) != granule {
+		t.Fatalf("writer: %d bytes, %v; want %d", len(b), err, granule)
+	}
+	if size := fileSize(t, wf); size != granule {
+		t.Fatalf("the writer padded the file to %d bytes, want %d", size, granule)
+	}
+
+	rf, _, err := OpenFile(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	r := reserve(t, 1<<20)
+	if b, err := r.Extend(rf, granule, false); err != nil || len(b) != granule {
+		t.Fatalf("reader: %d bytes, %v", len(b), err)
+	}
+
+	// A claim that no writer has mapped yet: the file ends past the
+	// boundary, unpadded.
+	claimedEnd := int64(granule + 128)
+	if _, err := wf.WriteAt([]byte{0}, claimedEnd-1); err != nil {
+		t.Fatal(err)
+	}
+	want := Pad(int(claimedEnd), os.Getpagesize())
+	if b, err := r.Extend(rf, want, false); err != nil || len(b) != granule {
+		t.Fatalf("reader before the writer mapped the claim: %d bytes, %v; want %d and no error", len(b), err, granule)
+	}
+
+	b, err = w.Extend(wf, want, true)
+	if err != nil || len(b) != 2*granule {
+		t.Fatalf("writer: %d bytes, %v; want %d", len(b), err, 2*granule)
+	}
+	b[granule+100] = 42
+	got, err := r.Extend(rf, want, false)
+	if err != nil || len(got) != 2*granule {
+		t.Fatalf("reader after the writer padded: %d bytes, %v; want %d", len(got), err, 2*granule)
+	}
+	if got[granule+100] != 42 {
+		t.Fatal("the reader does not see the writer's byte")
+	}
+}
+
+// A first view of a file whose end lies between boundaries (made on
+// another system) maps all of it, read-only; only reopening maps growth.
+func TestRegionReaderOfForeignFile(t *testing.T) {
+	page := os.Getpagesize()
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, make([]byte, allocationGranularity+page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rf, _, err := OpenFile(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	r := reserve(t, 1<<20)
+	if b, err := r.Extend(rf, allocationGranularity+page, false); err != nil || len(b) != allocationGranularity+page {
+		t.Fatalf("first view: %d bytes, %v", len(b), err)
+	}
+	if _, err := r.Extend(rf, allocationGranularity+2*page, false); !errors.Is(err, errUnalignedEnd) {
+		t.Fatalf("growth past an unaligned end: %v, want errUnalignedEnd", err)
+	}
+}
+
+// A writer's view that would pass the reservation ends at it, and the
+// file is padded to it: the view is the last.
+func TestRegionWriterEndsAtReservation(t *testing.T) {
+	page := os.Getpagesize()
+	reserved := allocationGranularity + 2*page
+	f, r := reservedFile(t, page, reserved)
+	b, err := r.Extend(f, page, true)
+	if err != nil || len(b) != allocationGranularity {
+		t.Fatalf("%d bytes, %v", len(b), err)
+	}
+	if err := f.Truncate(int64(allocationGranularity + page)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = r.Extend(f, allocationGranularity+page, true); err != nil || len(b) != reserved {
+		t.Fatalf("%d bytes, %v; want the whole reservation, %d", len(b), err, reserved)
+	}
+	if size := fileSize(t, f); size != int64(reserved) {
+		t.Fatalf("file of %d bytes, want %d", size, reserved)
+	}
+}
+
+func reserve(t *testing.T, size int) *Region {
+	t.Helper()
+	r, err := Reserve(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Unmap() })
+	return r
+}
+
+func fileSize(t *testing.T, f *os.File) int64 {
+	t.Helper()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
