@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 // child returns a command that runs role in a new process of this binary.
 func child(t testing.TB, role string, env ...string) *exec.Cmd {
 	t.Helper()
-	cmd := reexec.Command("-test.run=^$")
+	cmd := reexec.CommandContext(t.Context(), "-test.run=^$")
 	cmd.Env = append(os.Environ(), append([]string{"OFFMAP_CHILD=" + role}, env...)...)
 	return cmd
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/offmap/offmap/internal/reexec"
 )
 
 func account(i int) []byte { return fmt.Appendf(nil, "account-%02d", i) }
@@ -270,8 +272,6 @@ func TestUpdateKeysKilledAcrossProcesses(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// A worker loops until killed: kill it also when the test fails.
-		t.Cleanup(func() { cmd.Process.Kill() })
 		out := bufio.NewReader(stdout)
 		if line, _ := out.ReadString('\n'); line != "ready\n" {
 			cmd.Process.Kill()
@@ -281,7 +281,7 @@ func TestUpdateKeysKilledAcrossProcesses(t *testing.T) {
 		if stop != "" {
 			go func() {
 				if line, _ := out.ReadString('\n'); line == "stopped\n" {
-					cmd.Process.Kill()
+					reexec.Kill(cmd.Process)
 					close(w.stopped)
 				}
 			}()
@@ -298,8 +298,8 @@ func TestUpdateKeysKilledAcrossProcesses(t *testing.T) {
 				t.Fatalf("worker %d never reached STOP=%s: %s", i, w.stop, w.stderr)
 			}
 		}
-		w.cmd.Process.Kill()
-		if err := w.cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		reexec.Kill(w.cmd.Process)
+		if err := w.cmd.Wait(); !reexec.Killed(err) {
 			t.Fatalf("worker %d ended before it was killed: %v: %s", i, err, w.stderr)
 		}
 	}

@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/offmap/offmap/internal/reexec"
 	"github.com/offmap/offmap/internal/shm"
 )
 
@@ -249,6 +249,7 @@ func TestKilledWriters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { log.mp.Unmap() }) // before TempDir's RemoveAll: Windows keeps a mapped file
 	start := func(slot int) *exec.Cmd {
 		cmd := child(t, "killable", "MAP="+p, "ACKS="+logPath, "SLOT="+strconv.Itoa(slot), "WRITERS="+strconv.Itoa(slots))
 		cmd.Stderr = os.Stderr
@@ -272,7 +273,7 @@ func TestKilledWriters(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
 		victim := rng.IntN(writers)
-		running[victim].Process.Signal(syscall.SIGKILL)
+		reexec.Kill(running[victim].Process)
 		running[victim].Wait()
 		killed = append(killed, slotOf[victim])
 		running[victim], slotOf[victim] = start(writers+k), writers+k

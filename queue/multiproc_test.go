@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func helperCmd(t testing.TB, role, dir string, args ...any) *exec.Cmd {
-	cmd := reexec.Command("-test.run=^$")
+	cmd := reexec.CommandContext(t.Context(), "-test.run=^$")
 	cmd.Env = append(os.Environ(), "OFFQUEUE_HELPER="+role, "OFFQUEUE_DIR="+dir,
 		"OFFQUEUE_ARGS="+strings.TrimSpace(fmt.Sprintln(args...)))
 	cmd.Stderr = os.Stderr
@@ -388,8 +388,8 @@ func TestKillRun(t *testing.T) {
 					r.ReadString('\n') // "appending"
 				}
 				time.Sleep(time.Duration(rng.IntN(25000)) * time.Microsecond)
-				cmd.Process.Signal(syscall.SIGKILL)
-				if err := cmd.Wait(); err != nil && !strings.Contains(err.Error(), "killed") {
+				reexec.Kill(cmd.Process)
+				if err := cmd.Wait(); err != nil && !reexec.Killed(err) {
 					errs <- fmt.Errorf("victim %d: %v", 100+1000*slot+k, err)
 					return
 				}

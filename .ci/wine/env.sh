@@ -32,9 +32,13 @@ wine_present() { [ -x "$OFFMAP_WINE_ROOT$WINE" ] && [ -x "$OFFMAP_WINE_ROOT$WINE
 # wine_run DIR PROGRAM [ARG...] runs PROGRAM (a path inside the tree) in
 # DIR. With a tree other than /, it runs in a mount namespace of its own
 # (unshare -m: nothing stays mounted on the host) in which /proc, /dev,
-# /tmp, the prefix, DIR and the folders of the absolute paths among the
-# arguments (a test binary that go test built outside /tmp) are bound
-# into the tree at the same paths, then chroot into it.
+# /tmp and the top-level folders (/work, /root, ...) holding the prefix,
+# DIR, this repository and the absolute paths among the arguments (a test
+# binary that go test built outside /tmp) are bound into the tree at the
+# same paths, then chroot into it. Whole top-level folders, so that every
+# run binds the same ones: the wineserver, which opens the files for all
+# the programs of a prefix, lives in the namespace of the run that
+# started it, and a program of another run must find its files there too.
 wine_run() {
 	local dir=$1
 	shift
@@ -42,9 +46,17 @@ wine_run() {
 		(cd "$dir" && exec "$@")
 		return
 	fi
-	local binds=("$WINEPREFIX" "$dir") a
+	local paths=("$WINEPREFIX" "$dir" "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)") binds=() a d top
 	for a in "${@:2}"; do # not PROGRAM, a path inside the tree
-		case $a in /*) [ -e "$a" ] && binds+=("$(dirname "$a")") ;; esac
+		case $a in /*) [ -e "$a" ] && paths+=("$a") ;; esac
+	done
+	for a in "${paths[@]}"; do
+		d=$(realpath -m "$a")
+		top=/$(echo "$d" | cut -d/ -f2)
+		case $top in
+		/ | /usr | /bin | /sbin | /lib* | /etc | /var | /boot | /sys | /run) binds+=("$(dirname "$d")") ;; # the tree's own: only the folder
+		*) binds+=("$top") ;;
+		esac
 	done
 	unshare -m --propagation private /bin/bash -c '
 		set -e

@@ -8,6 +8,7 @@
 package reexec
 
 import (
+	"context"
 	"os"
 	"os/exec"
 )
@@ -17,20 +18,18 @@ const EmulatorEnv = "OFFMAP_TEST_EMULATOR"
 
 // Command returns a command that runs this binary (os.Args[0]) with args,
 // through the emulator when OFFMAP_TEST_EMULATOR is set.
-func Command(args ...string) *exec.Cmd {
+func Command(args ...string) *exec.Cmd { return CommandContext(context.Background(), args...) }
+
+// CommandContext is Command for a process that is killed when ctx is
+// done, if it is still running: with a test's Context, no helper outlives
+// a test that failed before it could stop them (under Wine such a helper
+// also keeps the wineserver, and every later test run, waiting).
+func CommandContext(ctx context.Context, args ...string) *exec.Cmd {
 	if emu := os.Getenv(EmulatorEnv); emu != "" {
-		return exec.Command(emu, append([]string{os.Args[0]}, args...)...)
+		return exec.CommandContext(ctx, emu, append([]string{os.Args[0]}, args...)...)
 	}
-	return exec.Command(os.Args[0], args...)
+	return exec.CommandContext(ctx, os.Args[0], args...)
 }
 
 // Emulated reports whether this binary runs under an emulator.
 func Emulated() bool { return os.Getenv(EmulatorEnv) != "" }
-
-// Die ends this process at once, as kill -9 does: no deferred call or
-// exit handler runs (SIGKILL on Unix, TerminateProcess on Windows, which
-// neither returns).
-func Die() {
-	p, _ := os.FindProcess(os.Getpid())
-	p.Kill()
-}

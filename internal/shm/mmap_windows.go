@@ -43,7 +43,9 @@ func Map(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
 	if writable {
 		prot = pageReadWrite
 	}
-	if _, err := mapViewOfFile3(section, at, off, span, prot); err != nil {
+	// size, not span: a view may not pass the section's end, which is
+	// the file's; the system maps the rest of the last page, as mmap does.
+	if _, err := mapViewOfFile3(section, at, off, size, prot); err != nil {
 		windows.VirtualFree(at, 0, memRelease)
 		return nil, fmt.Errorf("MapViewOfFile3 %s: %w", f.Name(), err)
 	}
