@@ -76,7 +76,7 @@ func Upgrade(path string) (n int, err error) {
 	}
 	// Another upgrade may have renamed a new file over path between the
 	// open and the lock: this file is no longer the map.
-	if pi, err := os.Stat(real); err != nil || !os.SameFile(fi, pi) {
+	if !shm.IsNamed(f, real) {
 		return 0, errors.New("the file was replaced as the upgrade began (by another upgrade?); try again")
 	}
 	page := make([]byte, min(fi.Size(), headerSize))
@@ -132,11 +132,12 @@ func Upgrade(path string) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
+	mp.Unmap() // Windows does not replace a file that has a view
 	shm.CopyOwner(tmp, fi)                                  // where allowed: else the new file is this user's
 	if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil { // exactly, whatever the umask
 		return 0, err
 	}
-	if err := os.Rename(tmp, real); err != nil {
+	if err := shm.Replace(tmp, real, f); err != nil {
 		return 0, err
 	}
 	if d, err := os.Open(filepath.Dir(real)); err == nil {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -176,7 +177,7 @@ func TestUpgrade(t *testing.T) {
 		t.Errorf("Upgrade copied %d entries, want 136", n)
 	}
 	noLeftovers(t, path)
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
+	if fi, err := os.Stat(path); err != nil || runtime.GOOS != "windows" && fi.Mode().Perm() != 0o640 { // Windows has no modes
 		t.Errorf("upgraded file: %v, %v; want mode 0640 as before", fi.Mode(), err)
 	}
 	want := v1Entries()
@@ -231,6 +232,9 @@ func TestUpgrade(t *testing.T) {
 
 // TestUpgradeSymlink: a symbolic link to the map stays one.
 func TestUpgradeSymlink(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("a symbolic link needs a privilege on Windows, and Wine's do not resolve")
+	}
 	target := v1File(t, nil)
 	link := filepath.Join(t.TempDir(), "link.offmap")
 	if err := os.Symlink(target, link); err != nil {

@@ -370,10 +370,8 @@ func (q *Queue) orphaned(c *cycle) bool {
 // when it turns out to be orphaned, unless the name now holds another file.
 func (q *Queue) removeOrphan(c *cycle) {
 	path := q.cyclePath(c.num)
-	mine, err1 := c.f.Stat()
-	there, err2 := os.Stat(path)
-	if err1 == nil && err2 == nil && os.SameFile(mine, there) {
-		os.Remove(path)
+	if shm.IsNamed(c.f, path) {
+		shm.Remove(path)
 		q.forget(c.num)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/offmap/offmap/internal/shm"
 )
 
 // DeleteCycles deletes every cycle file but the newest keep (at least
@@ -42,7 +44,7 @@ func (q *Queue) DeleteCycles(keep int, force bool) ([]uint32, error) {
 		if n >= limit {
 			break
 		}
-		if err := os.Remove(q.cyclePath(n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := shm.Remove(q.cyclePath(n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}

@@ -113,3 +113,22 @@ func AddressSpaceLimit() string {
 	}
 	return "no address-space limit (ulimit -v) is set"
 }
+
+// Remove removes the name path, which other processes may have open and
+// mapped: they keep the file until they close it.
+func Remove(path string) error { return os.Remove(path) }
+
+// IsNamed reports whether path names f's file, and not one put in its
+// place since f was opened.
+func IsNamed(f *os.File, path string) bool {
+	a, errA := f.Stat()
+	b, errB := os.Stat(path)
+	return errA == nil && errB == nil && os.SameFile(a, b)
+}
+
+// Replace renames from to path, in place of the file that open, holding
+// its lock, has open; open is closed once the new file is in place.
+func Replace(from, path string, open *os.File) error {
+	defer open.Close()
+	return os.Rename(from, path)
+}

@@ -1,9 +1,12 @@
 package shm
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/windows"
 )
@@ -129,4 +132,69 @@ func allocated(f *os.File) bool {
 		return false
 	}
 	return fi.FileAttributes&windows.FILE_ATTRIBUTE_SPARSE_FILE == 0
+}
+
+// removedPrefix starts the name Remove moves a file to before deleting
+// it.
+const removedPrefix = ".offmap-removed-"
+
+// Remove removes the name path, which other processes may have open and
+// mapped: they keep the file until they close it. Windows keeps the name
+// of a file deleted while open until its last handle closes, and refuses
+// to open or create a file of that name meanwhile (a queue would go on
+// listing a cycle that retention deleted, and could not make it again);
+// so the file is first moved to a hidden name of its own in the same
+// folder (allowed, as every handle shares deletion), then deleted there.
+// Names left by a process that died between the two are deleted by the
+// next Remove in the folder, once no process has them open.
+func Remove(path string) error {
+	dir, base := filepath.Split(path)
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	hidden := filepath.Join(dir, removedPrefix+base+"-"+hex.EncodeToString(rnd[:]))
+	if err := os.Rename(path, hidden); err != nil {
+		var le *os.LinkError
+		if errors.As(err, &le) {
+			err = &os.PathError{Op: "remove", Path: path, Err: le.Err}
+		}
+		return err
+	}
+	err := os.Remove(hidden)
+	if left, _ := filepath.Glob(filepath.Join(dir, removedPrefix+"*")); len(left) > 0 {
+		for _, l := range left {
+			if l != hidden {
+				os.Remove(l) // fails while another process has it open
+			}
+		}
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return &os.PathError{Op: "remove", Path: path, Err: errors.Unwrap(err)}
+	}
+	return nil
+}
+
+// IsNamed reports whether path names f's file, and not one put in its
+// place since f was opened. (os.SameFile of os.Stat's result opens path
+// sharing nothing, which Wine refuses for a file with a writable view:
+// the files then never compare equal.)
+func IsNamed(f *os.File, path string) bool {
+	g, err := openShared(path, 0, windows.OPEN_EXISTING)
+	if err != nil {
+		return false
+	}
+	defer g.Close()
+	var a, b windows.ByHandleFileInformation
+	return windows.GetFileInformationByHandle(windows.Handle(f.Fd()), &a) == nil &&
+		windows.GetFileInformationByHandle(windows.Handle(g.Fd()), &b) == nil &&
+		a.VolumeSerialNumber == b.VolumeSerialNumber && a.FileIndexHigh == b.FileIndexHigh && a.FileIndexLow == b.FileIndexLow
+}
+
+// Replace renames from to path, in place of the file that open, holding
+// its lock, has open; open is closed first, as a file that is open is not
+// replaced (Wine refuses it). Another
+// process may take the lock in between: as it does when it opened path
+// before the rename on Unix, it then holds a file no longer at path.
+func Replace(from, path string, open *os.File) error {
+	open.Close()
+	return os.Rename(from, path)
 }
