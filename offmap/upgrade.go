@@ -132,7 +132,8 @@ func Upgrade(path string) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	mp.Unmap()                                              // Windows does not replace a file that has a view
+	// Windows does not replace a file that has a view.
+	mp.Unmap()
 	shm.CopyOwner(tmp, fi)                                  // where allowed: else the new file is this user's
 	if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil { // exactly, whatever the umask
 		return 0, err
