@@ -10,16 +10,23 @@ import (
 	"time"
 )
 
-// testdata/amd64-queue is a small queue written on linux/amd64 by
-// TestWriteCrossArchQueue (run with OFFQUEUE_WRITE_TESTDATA=1 to write it
-// again): byte messages, typed messages, two daily cycles and a named
-// tailer that acknowledged part of them. TestCrossArchQueue opens a copy
-// and reads it all: on amd64 that guards the format against silent
-// change; under qemu-aarch64 in CI it shows that a queue written on one
-// architecture is read on the other (every word of the format is little
-// endian and at a fixed offset).
+// testdata/amd64-queue and testdata/windows-amd64-queue are small queues
+// written on linux/amd64 and windows/amd64 by TestWriteCrossArchQueue
+// (run with OFFQUEUE_WRITE_TESTDATA=1 on either to write its own again):
+// byte messages, typed messages, two daily cycles and a named tailer that
+// acknowledged part of them. TestCrossArchQueue opens a copy of each and
+// reads it all: on linux/amd64 that guards the format against silent
+// change; under qemu-aarch64 and Wine in CI it shows that a queue written
+// on one architecture or system is read on the other (every word of the
+// format is little endian and at a fixed offset).
 
-const crossArchDir = "testdata/amd64-queue"
+// crossArchDir is the checked-in queue written on this system.
+func crossArchDir() string {
+	if runtime.GOOS == "windows" {
+		return "testdata/windows-amd64-queue"
+	}
+	return "testdata/amd64-queue"
+}
 
 // crossArchMessages is what the checked-in queue holds, in order: in each
 // of two cycles, ten byte messages, each followed by a trade.
@@ -39,10 +46,10 @@ func TestWriteCrossArchQueue(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Fatal("the checked-in queue is written on amd64")
 	}
-	os.RemoveAll(crossArchDir)
+	os.RemoveAll(crossArchDir())
 	msgs := crossArchMessages()
 	clk := newClock()
-	q, err := Open(crossArchDir, Options{Roll: Daily, MaxCycleSize: 64 << 10, BlockSize: 4096, clock: clk.Now})
+	q, err := Open(crossArchDir(), Options{Roll: Daily, MaxCycleSize: 64 << 10, BlockSize: 4096, clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +90,14 @@ func TestWriteCrossArchQueue(t *testing.T) {
 }
 
 func TestCrossArchQueue(t *testing.T) {
+	for _, made := range []string{"testdata/amd64-queue", "testdata/windows-amd64-queue"} {
+		t.Run(filepath.Base(made), func(t *testing.T) { testCrossArchQueue(t, made) })
+	}
+}
+
+func testCrossArchQueue(t *testing.T, made string) {
 	dir := filepath.Join(t.TempDir(), "q")
-	if err := os.CopyFS(dir, os.DirFS(crossArchDir)); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(made)); err != nil {
 		t.Fatal(err)
 	}
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

@@ -16,7 +16,7 @@ import (
 // open is refused, since a process of the old version may be using it.
 func TestPidTokenMetaUpgradedInPlace(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "q")
-	if err := os.CopyFS(dir, os.DirFS(crossArchDir)); err != nil {
+	if err := os.CopyFS(dir, os.DirFS("testdata/amd64-queue")); err != nil {
 		t.Fatal(err)
 	}
 	meta := filepath.Join(dir, metaName)
