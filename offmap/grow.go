@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/offmap/offmap/internal/shm"
 )
@@ -86,7 +87,53 @@ func (m *Map) refresh() bool {
 // goroutine had just mapped the same growth.)
 func (m *Map) mapsPast(n int) bool {
 	m.refresh()
-	return len(m.current()) > n
+	return len(m.current()) > n || m.mapTail() && len(m.current()) > n
+}
+
+// settleTail is mapTail for Check, which reads every region the file
+// holds, met or not: it first gives a writer that claimed space and has
+// not padded it yet 50 ms to do so (the end of a file on Windows lies
+// between 64 KiB boundaries only for that long, but for a file made
+// elsewhere).
+func (m *Map) settleTail() {
+	if m.region == nil || !m.readOnly {
+		return
+	}
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for {
+		size, err := shm.FileSize(m.file)
+		if err != nil || size <= int64(len(m.current())) || m.closed.Load() {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.mapTail()
+			return
+		}
+		time.Sleep(time.Millisecond)
+		m.refresh()
+	}
+}
+
+// mapTail maps, for a read-only Map, the end of a file that lies between
+// the boundaries refresh maps to on Windows: a file made on another
+// system, which no writer here pads (shm.Region.ExtendTail). Only when a
+// reader met data there: mapped, it ends the mapping's growth.
+func (m *Map) mapTail() bool {
+	if m.region == nil || !m.readOnly || m.closed.Load() {
+		return false
+	}
+	m.growMu.Lock()
+	defer m.growMu.Unlock()
+	before := m.region.Len()
+	mem, err := m.region.ExtendTail(m.file)
+	if err != nil || len(mem) <= before {
+		return false
+	}
+	m.view.Store(&mem)
+	if end := m.growth().allocEnd.Load(); uint64(len(mem)) >= end {
+		m.seenEnd.Store(end)
+	}
+	return true
 }
 
 // catchUp maps what other processes grew, for a writer that just took a

@@ -179,7 +179,8 @@ func openAckLog(path string, writers int, create bool) (*ackLog, error) {
 	defer f.Close()
 	size := 8 + writers*ackWriterBytes
 	if create {
-		if err := shm.Preallocate(f, int64(size)); err != nil {
+		// Whole pages: Windows maps no part of a page past the end.
+		if err := shm.Preallocate(f, int64(shm.Pad(size, os.Getpagesize()))); err != nil {
 			return nil, err
 		}
 	}

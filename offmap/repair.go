@@ -503,6 +503,7 @@ func (m *Map) CheckFile() ([]string, error) {
 	size := int64(len(m.current()))
 	if m.file != nil {
 		m.refresh()
+		m.settleTail()
 		st, err := m.file.Stat()
 		if err != nil {
 			return nil, err
@@ -803,6 +804,7 @@ func (m *Map) CheckSegment(i int) ([]string, error) {
 
 func (m *Map) checkSegment(s *segment) ([]string, error) {
 	m.catchUp()
+	m.settleTail()
 	if owner := s.hdr.lock.Owner(); owner != 0 && !m.witness.Alive(owner) {
 		// Do not take the lock over: report what the dead holder left.
 		return append([]string{fmt.Sprintf("segment %d: lock held by dead process %d", s.idx, owner.PID())},

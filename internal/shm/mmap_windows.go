@@ -20,21 +20,29 @@ type Mapping struct {
 
 // Map maps size bytes of f from offset off, a multiple of 64 KiB (the
 // allocation granularity). The caller has checked that the file holds
-// them. The view is put in a placeholder, so that Release can put zero
-// pages at its address.
+// them, and on Windows the rest of their last page too: a view replaces
+// its placeholder whole, in whole pages, and may not pass the file's end
+// (Linux maps the rest of a last page past the end as zeros). The view
+// is put in a placeholder, so that Release can put zero pages at its
+// address.
 func Map(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
 	if off%int64(allocationGranularity) != 0 || size <= 0 {
 		return nil, fmt.Errorf("shm: map %s [%d, +%d): not a positive size from a multiple of 64 KiB", f.Name(), off, size)
 	}
-	if err := back(f, off, int64(size), writable); err != nil {
+	span := Pad(size, os.Getpagesize())
+	if fileSize, err := FileSize(f); err != nil {
+		return nil, err
+	} else if fileSize < off+int64(span) {
+		return nil, fmt.Errorf("shm: map %s [%d, +%d): the file has %d bytes, and Windows maps whole pages within the file", f.Name(), off, size, fileSize)
+	}
+	if err := back(f, off, int64(span), writable); err != nil {
 		return nil, err
 	}
-	section, err := newSection(f, off+int64(size), writable)
+	section, err := newSection(f, off+int64(span), writable)
 	if err != nil {
 		return nil, err
 	}
 	defer windows.CloseHandle(section)
-	span := Pad(size, os.Getpagesize())
 	at, err := virtualAlloc2(0, span, memReserve|memReservePlaceholder, pageNoAccess)
 	if err != nil {
 		return nil, fmt.Errorf("shm: map %s: %w", f.Name(), err)
@@ -43,9 +51,7 @@ func Map(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
 	if writable {
 		prot = pageReadWrite
 	}
-	// size, not span: a view may not pass the section's end, which is
-	// the file's; the system maps the rest of the last page, as mmap does.
-	if _, err := mapViewOfFile3(section, at, off, size, prot); err != nil {
+	if _, err := mapViewOfFile3(section, at, off, span, prot); err != nil {
 		windows.VirtualFree(at, 0, memRelease)
 		return nil, fmt.Errorf("MapViewOfFile3 %s: %w", f.Name(), err)
 	}

@@ -134,3 +134,16 @@ func (r *Region) Unmap() error {
 	r.base, r.mapped = nil, 0
 	return err
 }
+
+// ExtendTail maps the rest of f read-only, up to its end: for a reader
+// that met data past what Extend gave it. Here it is Extend to the end
+// of the file's last page; on Windows it maps a file's end that lies
+// between 64 KiB boundaries, which only a file made on another system
+// keeps (see region_windows.go).
+func (r *Region) ExtendTail(f *os.File) ([]byte, error) {
+	size, err := FileSize(f)
+	if err != nil {
+		return nil, err
+	}
+	return r.Extend(f, min(Pad(int(size), os.Getpagesize()), r.reserved), false)
+}

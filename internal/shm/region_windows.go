@@ -26,6 +26,7 @@ type Region struct {
 	mapped   int
 	writable bool
 	views    []uintptr      // the views' addresses, in order
+	tail     uintptr        // the last view's, if ExtendTail mapped it outside a placeholder
 	file     windows.Handle // of the last Extend, for Sync
 	zeroed   int            // bytes of private zero pages Release left at base
 }
@@ -144,6 +145,66 @@ func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
 	return r.Bytes(), nil
 }
 
+// ExtendTail maps the rest of f read-only, up to its end, for a reader
+// that met data past what Extend gave it: a file whose end lies between
+// 64 KiB boundaries, which no writer here padded, so made on another
+// system (Linux extends a file to its last claim). A view in a
+// placeholder is whole pages within the file, so this one is not in a
+// placeholder: the placeholder's part it needs is freed and the view
+// mapped at the same address (MapViewOfFileEx), which keeps it where the
+// prefix ends unless another thread of the process allocates memory there
+// in between (then it fails, and nothing is mapped). It is the region's
+// last view: growth after it is mapped only by reopening.
+func (r *Region) ExtendTail(f *os.File) ([]byte, error) {
+	switch {
+	case r.base == 0 || r.zeroed > 0:
+		return nil, fmt.Errorf("shm: extend %s: region is unmapped", f.Name())
+	case r.mapped > 0 && r.writable:
+		return nil, fmt.Errorf("shm: extend %s: cannot change protection", f.Name())
+	case r.mapped%allocationGranularity != 0:
+		return r.Bytes(), nil // the last view is mapped
+	}
+	fileSize, err := FileSize(f)
+	if err != nil {
+		return nil, err
+	}
+	end := int(min(fileSize, int64(r.reserved)))
+	if end <= r.mapped {
+		return r.Bytes(), nil
+	}
+	if end%allocationGranularity == 0 {
+		return r.Extend(f, end, false)
+	}
+	section, err := newSection(f, int64(end), false)
+	if err != nil {
+		return nil, err
+	}
+	defer windows.CloseHandle(section)
+	at := r.base + uintptr(r.mapped)
+	span := Pad(end-r.mapped, allocationGranularity)
+	if r.mapped+span < r.space {
+		if err := splitPlaceholder(at, span); err != nil {
+			return nil, fmt.Errorf("shm: extend %s: split the reservation at %d: %w", f.Name(), r.mapped+span, err)
+		}
+	}
+	if err := windows.VirtualFree(at, 0, memRelease); err != nil {
+		return nil, fmt.Errorf("shm: extend %s: free [%d, %d) of the reservation: %w", f.Name(), r.mapped, r.mapped+span, err)
+	}
+	v, err := mapViewOfFileEx(section, windows.FILE_MAP_READ, int64(r.mapped), end-r.mapped, at)
+	if err != nil || v != at {
+		if err == nil {
+			windows.UnmapViewOfFile(v)
+			err = errors.New("mapped elsewhere")
+		}
+		virtualAlloc2(at, span, memReserve|memReservePlaceholder, pageNoAccess) // back as it was, if the addresses are still free
+		return nil, fmt.Errorf("shm: extend %s to its end, %d bytes: MapViewOfFileEx: %w", f.Name(), end, err)
+	}
+	r.views = append(r.views, at)
+	r.tail = at
+	r.mapped, r.file = end, windows.Handle(f.Fd())
+	return r.Bytes(), nil
+}
+
 // Bytes returns the mapped prefix.
 func (r *Region) Bytes() []byte {
 	if r.base == 0 || r.mapped == 0 {
@@ -182,7 +243,25 @@ func (r *Region) Release() error {
 		return nil
 	}
 	var err error
+	if r.tail != 0 {
+		// Not in a placeholder: make it one again, where the addresses
+		// are still free.
+		span := Pad(r.mapped, allocationGranularity) - int(r.tail-r.base)
+		if uerr := windows.UnmapViewOfFile(r.tail); uerr != nil {
+			err = uerr
+		} else if _, aerr := virtualAlloc2(r.tail, span, memReserve|memReservePlaceholder, pageNoAccess); aerr != nil {
+			err = aerr
+		}
+		if err != nil {
+			r.views, r.tail, r.base, r.mapped = nil, 0, 0, 0 // nothing more can be done with the range
+			return err
+		}
+		r.mapped = Pad(r.mapped, allocationGranularity)
+	}
 	for _, v := range r.views {
+		if v == r.tail {
+			continue // a placeholder again
+		}
 		if uerr := unmapToPlaceholder(v); uerr != nil && err == nil {
 			err = uerr
 		}
@@ -205,7 +284,7 @@ func (r *Region) Release() error {
 	if r.zeroed == 0 {
 		r.zeroed = -1 // a placeholder of r.mapped bytes is left at base
 	}
-	r.views, r.space, r.reserved, r.mapped = nil, r.mapped, r.mapped, 0
+	r.views, r.tail, r.space, r.reserved, r.mapped = nil, 0, r.mapped, r.mapped, 0
 	return err
 }
 
@@ -224,8 +303,8 @@ func (r *Region) Unmap() error {
 				err = uerr
 			}
 		}
-		if r.space > r.mapped {
-			if ferr := windows.VirtualFree(r.base+uintptr(r.mapped), 0, memRelease); ferr != nil && err == nil {
+		if end := Pad(r.mapped, allocationGranularity); r.space > end {
+			if ferr := windows.VirtualFree(r.base+uintptr(end), 0, memRelease); ferr != nil && err == nil {
 				err = ferr
 			}
 		}

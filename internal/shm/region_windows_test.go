@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -126,4 +127,47 @@ func fileSize(t *testing.T, f *os.File) int64 {
 		t.Fatal(err)
 	}
 	return st.Size()
+}
+
+// ExtendTail maps a file's end that lies between 64 KiB boundaries (and
+// inside a page) as the region's last view, at the prefix's end; Release
+// then leaves zeros at every address, and Unmap gives the range back.
+func TestRegionExtendTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	size := 2*allocationGranularity + 5000
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i % 251)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := OpenFile(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := reserve(t, 1<<20)
+	b, err := r.Extend(f, allocationGranularity, false)
+	if err != nil || len(b) != 2*allocationGranularity {
+		t.Fatalf("Extend: %d bytes, %v", len(b), err)
+	}
+	if b, err = r.ExtendTail(f); err != nil || len(b) != size {
+		t.Fatalf("ExtendTail: %d bytes, %v; want %d", len(b), err, size)
+	}
+	if !bytes.Equal(b, data) {
+		t.Fatal("the mapped bytes differ from the file's")
+	}
+	if _, err := r.Extend(f, Pad(size, os.Getpagesize())+os.Getpagesize(), false); !errors.Is(err, errUnalignedEnd) {
+		t.Fatalf("Extend after the tail: %v, want errUnalignedEnd", err)
+	}
+	if again, err := r.ExtendTail(f); err != nil || len(again) != size {
+		t.Fatalf("ExtendTail again: %d bytes, %v", len(again), err)
+	}
+	if err := r.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if b[size-1] != 0 || b[0] != 0 || b[allocationGranularity] != 0 {
+		t.Fatal("released addresses do not read zeros")
+	}
 }

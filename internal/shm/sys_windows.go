@@ -79,6 +79,18 @@ func mapViewOfFile3(section windows.Handle, addr uintptr, off int64, size int, p
 	return r, nil
 }
 
+var procMapViewOfFileEx = windows.NewLazySystemDLL("kernel32.dll").NewProc("MapViewOfFileEx")
+
+// mapViewOfFileEx maps size bytes of the section from off at addr, which
+// must be free, outside any placeholder.
+func mapViewOfFileEx(section windows.Handle, access uint32, off int64, size int, addr uintptr) (uintptr, error) {
+	r, _, err := procMapViewOfFileEx.Call(uintptr(section), uintptr(access), uintptr(off>>32), uintptr(uint32(off)), uintptr(size), addr)
+	if r == 0 {
+		return 0, errnoErr(err)
+	}
+	return r, nil
+}
+
 // unmapToPlaceholder unmaps the view at addr and leaves a placeholder of
 // its size there.
 func unmapToPlaceholder(addr uintptr) error {
