@@ -44,10 +44,11 @@
 //	              back_portable.go   holes filled through a mapping (atomic add of zero per page)
 //	              populate_portable.go  one atomic add of zero per page
 //
-//	Windows       sys_windows.go     kernelbase calls x/sys/windows lacks (VirtualAlloc2, MapViewOfFile3)
-//	              region_windows.go  placeholders split and replaced by views, one per growth step
+//	Windows       sys_windows.go     calls x/sys/windows lacks (VirtualAlloc2, MapViewOfFile3, MapViewOfFileEx)
+//	              region_windows.go  placeholders split and replaced by views, one per growth step;
+//	                                 a foreign file's unaligned end as a last, plain view
 //	              mmap_windows.go    Map, LockFileEx locks, createViaTempName (MoveFileEx)
-//	              file_windows.go    sharing flags, sizes, sparse files
+//	              file_windows.go    sharing flags, sizes, sparse files, Remove via a hidden name
 //	              witness_windows.go tokens are LockFileEx byte locks
 //
 // Windows builds the portable futexes and create_portable.go too. Its placeholders come from
