@@ -179,8 +179,7 @@ func openAckLog(path string, writers int, create bool) (*ackLog, error) {
 	defer f.Close()
 	size := 8 + writers*ackWriterBytes
 	if create {
-		// Whole pages: Windows maps no part of a page past the end.
-		if err := shm.Preallocate(f, int64(shm.Pad(size, os.Getpagesize()))); err != nil {
+		if err := shm.Preallocate(f, int64(size)); err != nil {
 			return nil, err
 		}
 	}

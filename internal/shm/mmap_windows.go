@@ -16,24 +16,26 @@ type Mapping struct {
 	writable bool
 	file     windows.Handle
 	zeroed   bool
+	plain    bool // not in a placeholder (mapPlain)
 }
 
 // Map maps size bytes of f from offset off, a multiple of 64 KiB (the
 // allocation granularity). The caller has checked that the file holds
-// them, and on Windows the rest of their last page too: a view replaces
-// its placeholder whole, in whole pages, and may not pass the file's end
-// (Linux maps the rest of a last page past the end as zeros). The view
-// is put in a placeholder, so that Release can put zero pages at its
-// address.
+// them. The view is put in a placeholder, so that Release can put zero
+// pages at its address; but such a view is whole pages within the file,
+// so where the file ends inside the last page (a version-1 map), the view
+// is a plain one (mapPlain).
 func Map(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
 	if off%int64(allocationGranularity) != 0 || size <= 0 {
 		return nil, fmt.Errorf("shm: map %s [%d, +%d): not a positive size from a multiple of 64 KiB", f.Name(), off, size)
 	}
 	span := Pad(size, os.Getpagesize())
-	if fileSize, err := FileSize(f); err != nil {
+	fileSize, err := FileSize(f)
+	if err != nil {
 		return nil, err
-	} else if fileSize < off+int64(span) {
-		return nil, fmt.Errorf("shm: map %s [%d, +%d): the file has %d bytes, and Windows maps whole pages within the file", f.Name(), off, size, fileSize)
+	}
+	if fileSize < off+int64(span) {
+		return mapPlain(f, off, size, writable)
 	}
 	if err := back(f, off, int64(span), writable); err != nil {
 		return nil, err
@@ -56,6 +58,30 @@ func Map(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
 		return nil, fmt.Errorf("MapViewOfFile3 %s: %w", f.Name(), err)
 	}
 	return &Mapping{data: unsafe.Slice((*byte)(pointer(at)), size), writable: writable, file: windows.Handle(f.Fd())}, nil
+}
+
+// mapPlain maps size bytes of f from off where the system chooses, not
+// in a placeholder: Release then frees the addresses and commits zero
+// pages there at once, which another allocation of the process could take
+// first (then they stay free).
+func mapPlain(f *os.File, off int64, size int, writable bool) (*Mapping, error) {
+	if err := back(f, off, int64(size), writable); err != nil {
+		return nil, err
+	}
+	section, err := newSection(f, off+int64(size), writable)
+	if err != nil {
+		return nil, err
+	}
+	defer windows.CloseHandle(section)
+	access := uint32(windows.FILE_MAP_READ)
+	if writable {
+		access = windows.FILE_MAP_WRITE
+	}
+	at, err := mapViewOfFileEx(section, access, off, size, 0)
+	if err != nil {
+		return nil, fmt.Errorf("MapViewOfFileEx %s: %w", f.Name(), err)
+	}
+	return &Mapping{data: unsafe.Slice((*byte)(pointer(at)), size), writable: writable, file: windows.Handle(f.Fd()), plain: true}, nil
 }
 
 // Bytes returns the mapped memory.
@@ -81,11 +107,20 @@ func (m *Mapping) Release() error {
 	if len(m.data) == 0 || m.zeroed {
 		return nil
 	}
+	span := Pad(len(m.data), os.Getpagesize())
+	if m.plain {
+		if err := windows.UnmapViewOfFile(m.addr()); err != nil {
+			return err
+		}
+		m.zeroed = true
+		windows.VirtualAlloc(m.addr(), uintptr(span), memReserve|memCommit, pageReadWrite)
+		return nil
+	}
 	if err := unmapToPlaceholder(m.addr()); err != nil {
 		return err
 	}
 	m.zeroed = true
-	virtualAlloc2(m.addr(), Pad(len(m.data), os.Getpagesize()), memReserve|memCommit|memReplacePlaceholder, pageReadWrite)
+	virtualAlloc2(m.addr(), span, memReserve|memCommit|memReplacePlaceholder, pageReadWrite)
 	return nil
 }
 

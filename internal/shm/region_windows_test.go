@@ -171,3 +171,40 @@ func TestRegionExtendTail(t *testing.T) {
 		t.Fatal("released addresses do not read zeros")
 	}
 }
+
+// Map of a file that ends inside a page, which a view in a placeholder
+// cannot reach, maps it as a plain view; Release leaves zeros there.
+func TestMapFileEndingInsideAPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	data := bytes.Repeat([]byte{7}, 20416) // a version-1 map's length
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, writable := range []bool{false, true} {
+		f, _, err := OpenFile(path, !writable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Map(f, 0, len(data), writable)
+		if err != nil {
+			t.Fatalf("Map (writable %v): %v", writable, err)
+		}
+		b := m.Bytes()
+		if !bytes.Equal(b, data) {
+			t.Fatalf("Map (writable %v): the bytes differ from the file's", writable)
+		}
+		if err := m.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != 0 || b[len(b)-1] != 0 {
+			t.Fatalf("Release (writable %v) left %d, %d", writable, b[0], b[len(b)-1])
+		}
+		if err := m.Unmap(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if st, err := os.Stat(path); err != nil || st.Size() != int64(len(data)) {
+			t.Fatalf("the file changed length: %v %v", st.Size(), err)
+		}
+	}
+}
