@@ -1,6 +1,7 @@
 package offmap
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -592,4 +593,91 @@ func BenchmarkGetMany(b *testing.B) {
 		}
 	}
 	_ = sink
+}
+
+func init() {
+	// bench-gets opens MAP read-only, says "ready", and on "go" from stdin
+	// makes N Gets of BenchmarkGet's keys in its order, checking each value.
+	children["bench-gets"] = func() error {
+		m, err := Open(os.Getenv("MAP"), Options{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		n, _ := strconv.Atoi(os.Getenv("N"))
+		keys := benchKeys()
+		fmt.Println("ready")
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return err
+		}
+		return getLoop(m, keys, n)
+	}
+}
+
+// benchKeys returns benchMap's keys in the order it visits them.
+func benchKeys() [][]byte {
+	order := rand.New(rand.NewPCG(1, 1)).Perm(benchEntries)
+	keys := make([][]byte, benchEntries)
+	flat := make([]byte, 0, 16*benchEntries)
+	for j, i := range order {
+		flat = fmt.Appendf(flat, "key-%012d", i)
+		keys[j] = flat[16*j : 16*j+16 : 16*j+16]
+	}
+	return keys
+}
+
+// getLoop makes n Gets of keys, in order, and checks every value.
+func getLoop(m *Map, keys [][]byte, n int) error {
+	buf := make([]byte, 0, 8)
+	for i := range n {
+		k := keys[i%len(keys)]
+		var err error
+		if buf, err = m.AppendValue(buf[:0], k); err != nil {
+			return err
+		}
+		if want, _ := strconv.ParseUint(string(k[4:]), 10, 64); binary.LittleEndian.Uint64(buf) != want {
+			return fmt.Errorf("Get(%s) = %x", k, buf)
+		}
+	}
+	return nil
+}
+
+// BenchmarkTwoProcessesGet: random Gets on 1M entries from this process
+// alone, then from it and a second, read-only process at once (issue 29's
+// target: two readers reach 1.8x one, as lock-free reads share nothing
+// but the mapped lines). The ratio comes from one run.
+func BenchmarkTwoProcessesGet(b *testing.B) {
+	m := benchMap(b)
+	keys := bench.keys
+	n := max(b.N, benchEntries)
+	start := time.Now()
+	if err := getLoop(m, keys, n); err != nil {
+		b.Fatal(err)
+	}
+	one := float64(n) / time.Since(start).Seconds()
+
+	cmd := child(b, "bench-gets", "MAP="+filepath.Join(bench.dir, "bench.map"), "N="+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		b.Fatalf("child: %q, %v", line, err)
+	}
+	done := make(chan error, 1)
+	start = time.Now()
+	in.Write([]byte("go\n"))
+	go func() { done <- cmd.Wait() }()
+	if err := getLoop(m, keys, n); err != nil {
+		b.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	two := float64(2*n) / time.Since(start).Seconds()
+	b.ReportMetric(one/1e6, "one-M-gets/s")
+	b.ReportMetric(two/1e6, "two-M-gets/s")
+	b.ReportMetric(two/one, "scale")
 }
