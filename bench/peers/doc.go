@@ -21,6 +21,10 @@
 // Redis runs as a real redis-server from Debian's packages, installed when
 // missing (StartRedis) and started on a free loopback port.
 //
+// Package hitratio and cmd/hitratio compare the hit ratios of eviction
+// policies (the models an evicting map could use, and in-process Go
+// caches) on the same traces.
+//
 // The command is cmd/peers; it prints every table. Programs that run the
 // two-process counters must call ChildMain when started with ChildArg.
 package peers

@@ -1,0 +1,50 @@
+// Command hitratio prints the hit ratio of each eviction policy of
+// package hitratio on each trace, at capacities of 1 % and 10 % of the
+// keys, as a Markdown table (docs/COMPARISON.md).
+//
+//	go run ./cmd/hitratio [-keys 1000000] [-requests 3000000]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/offmap/offmap/bench/peers/hitratio"
+)
+
+func main() {
+	keys := flag.Int("keys", 1_000_000, "distinct keys of the Zipf traces")
+	requests := flag.Int("requests", 3_000_000, "requests per trace; the first third warms the cache and is not counted")
+	flag.Parse()
+	start := time.Now()
+	fmt.Printf("keys %d, requests %d per trace (hit ratios over the last two thirds); %s/%s, %s\n\n",
+		*keys, *requests, runtime.GOOS, runtime.GOARCH, start.UTC().Format(time.RFC3339))
+	for _, pct := range []int{1, 10} {
+		capacity := *keys * pct / 100
+		traces := []hitratio.Trace{
+			hitratio.ZipfTrace(*keys, *requests, 0.7, 1),
+			hitratio.ZipfTrace(*keys, *requests, 0.9, 2),
+			hitratio.ZipfTrace(*keys, *requests, 1.1, 3),
+			hitratio.ScanTrace(*keys, *requests, 0.9, 50_000, capacity, 4),
+		}
+		fmt.Printf("capacity %d entries (%d %% of the keys)\n\n| policy |", capacity, pct)
+		for _, t := range traces {
+			fmt.Printf(" %s |", t.Name)
+		}
+		fmt.Printf("\n| --- |%s\n", strings.Repeat(" ---: |", len(traces)))
+		for _, p := range hitratio.Policies {
+			fmt.Printf("| %s |", p.Name)
+			for _, t := range traces {
+				r := hitratio.HitRatio(p.New(capacity), t, len(t.Keys)/3)
+				fmt.Printf(" %.2f %% |", 100*r)
+			}
+			fmt.Println()
+		}
+		fmt.Println()
+	}
+	fmt.Fprintf(os.Stderr, "took %v\n", time.Since(start).Round(time.Second))
+}
