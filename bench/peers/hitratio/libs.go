@@ -8,7 +8,9 @@ import (
 
 // Otter is github.com/maypok86/otter/v2 (W-TinyLFU with an adaptive
 // window) bounded to capacity entries.
-type Otter struct{ c *otter.Cache[uint64, struct{}] }
+type Otter struct {
+	c *otter.Cache[uint64, struct{}]
+}
 
 func NewOtter(capacity int) *Otter {
 	return &Otter{otter.Must(&otter.Options[uint64, struct{}]{MaximumSize: capacity})}
@@ -25,7 +27,9 @@ func (c *Otter) Access(k uint64) bool {
 func (c *Otter) Len() int { return c.c.EstimatedSize() }
 
 // Theine is github.com/Yiling-J/theine-go (W-TinyLFU).
-type Theine struct{ c *theine.Cache[uint64, struct{}] }
+type Theine struct {
+	c *theine.Cache[uint64, struct{}]
+}
 
 func NewTheine(capacity int) *Theine {
 	c, err := theine.NewBuilder[uint64, struct{}](int64(capacity)).Build()
