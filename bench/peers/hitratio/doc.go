@@ -6,9 +6,9 @@
 // caches users would otherwise pick (github.com/maypok86/otter/v2,
 // github.com/Yiling-J/theine-go, github.com/dgraph-io/ristretto/v2).
 //
-// Traces (Traces): Zipf over 1M keys with s = 0.7, 0.9 and 1.1, and a
-// scan-resistance trace, Zipf 0.9 with a sequential scan of cold keys
-// (each key seen once) every 50,000 requests, as long as the cache is
-// large. Every policy sees the same requests; a miss inserts the key.
+// Traces: Zipf over 1M keys with s = 0.7, 0.9 and 1.1 (ZipfTrace), and a
+// scan-resistance trace (ScanTrace): Zipf 0.9 with a sequential scan of
+// as many cold keys as the cache holds (each seen once) after every five
+// capacities of requests. Every policy sees the same requests; a miss inserts the key.
 // The command is cmd/hitratio.
 package hitratio

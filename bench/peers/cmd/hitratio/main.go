@@ -29,7 +29,9 @@ func main() {
 			hitratio.ZipfTrace(*keys, *requests, 0.7, 1),
 			hitratio.ZipfTrace(*keys, *requests, 0.9, 2),
 			hitratio.ZipfTrace(*keys, *requests, 1.1, 3),
-			hitratio.ScanTrace(*keys, *requests, 0.9, 50_000, capacity, 4),
+			// A scan of as many cold keys as the cache holds after every
+			// 5 capacities of requests: a sixth of the requests.
+			hitratio.ScanTrace(*keys, *requests, 0.9, 5*capacity, capacity, 4),
 		}
 		fmt.Printf("capacity %d entries (%d %% of the keys)\n\n| policy |", capacity, pct)
 		for _, t := range traces {
