@@ -71,12 +71,12 @@ func fallocate(f *os.File, off, n int64) error {
 // when path already exists (another process won the race to create it).
 func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill func(f *os.File) error) error {
 	dir := filepath.Dir(path)
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, uint32(mode.Perm()))
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOTDIR) {
-			return &os.PathError{Op: "create", Path: path, Err: err}
-		}
+	fd, err := openUnnamed(dir, mode)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return createViaTempName(path, mode, size, durable, fill)
+	}
+	if err != nil {
+		return &os.PathError{Op: "create", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
@@ -107,13 +107,30 @@ func CreateAtomic(path string, mode os.FileMode, size int64, durable bool, fill 
 // (createRemoved). A directory the process may not write to gives an
 // error wrapping os.ErrPermission (or EROFS).
 func CreateUnnamed(dir string) (*os.File, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
-	switch {
-	case err == nil:
-		return os.NewFile(uintptr(fd), filepath.Join(dir, "(unnamed)")), nil
-	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) ||
-		errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EROFS) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT):
+	fd, err := openUnnamed(dir, 0o600)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return createRemoved(dir)
+	}
+	if err != nil {
 		return nil, &os.PathError{Op: "create", Path: dir, Err: err}
 	}
-	return createRemoved(dir) // EOPNOTSUPP, or EISDIR from a kernel without O_TMPFILE
+	return os.NewFile(uintptr(fd), filepath.Join(dir, "(unnamed)")), nil
+}
+
+// openUnnamed opens a new file with no name in dir (O_TMPFILE). An error
+// that says why dir takes no new file (missing, not a directory, not
+// writable, read-only, full) is returned as it is, for the caller to
+// report; any other, such as EOPNOTSUPP from a file system without
+// O_TMPFILE or EISDIR from a kernel without it, wraps
+// errors.ErrUnsupported: a file under a temporary name may still work.
+func openUnnamed(dir string, mode os.FileMode) (int, error) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, uint32(mode.Perm()))
+	switch {
+	case err == nil:
+		return fd, nil
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) ||
+		errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EROFS) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT):
+		return -1, err
+	}
+	return -1, fmt.Errorf("O_TMPFILE in %s: %w (%w)", dir, errors.ErrUnsupported, err)
 }
