@@ -347,13 +347,13 @@ func TestCheckDuringWrite(t *testing.T) {
 			close(resume)
 			putErr := <-done
 			crashPoint = nil
-			if err != nil || putErr != nil {
+			// The check is either made or given up (ErrLockTimeout), never
+			// a claim of damage.
+			if err != nil && !errors.Is(err, ErrLockTimeout) || putErr != nil {
 				t.Fatal(err, putErr)
 			}
-			for _, p := range problems {
-				if !strings.Contains(p, "kept changing") {
-					t.Fatalf("check during a write: %q", problems)
-				}
+			if len(problems) != 0 {
+				t.Fatalf("check during a write: %q", problems)
 			}
 			if err := ro.Check(); err != nil {
 				t.Fatalf("check after the write: %v", err)

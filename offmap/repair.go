@@ -450,7 +450,10 @@ func (e *CheckError) Unwrap() error { return ErrCorrupt }
 // map is sound, or a *CheckError listing each problem. It never changes
 // the map (Recover repairs). Each segment is checked with its lock held
 // (read-only maps: between two equal versions), so Check may run while
-// other processes use the map.
+// other processes use the map. A segment whose lock a live process holds
+// past the lock timeout, or that a read-only Check saw change at every
+// look, is not checked: Check then returns an error wrapping
+// ErrLockTimeout, which says nothing of damage.
 func (m *Map) Check() error {
 	problems, err := m.CheckFile()
 	if err != nil {
@@ -790,7 +793,8 @@ func (m *Map) fileEnd() int {
 // CheckSegment checks segment i (0 <= i < Stats().Segments) as Check does
 // and returns its problems, so that a caller can check a large map a
 // piece at a time: to show progress, to stop early, or to spread the work.
-// CheckFile and CheckSegment of every segment together are Check.
+// CheckFile and CheckSegment of every segment together are Check. An
+// error wrapping ErrLockTimeout means the segment could not be checked.
 func (m *Map) CheckSegment(i int) ([]string, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
@@ -826,8 +830,10 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 				return p, nil
 			}
 			if try > 1000 {
-				// What a scan of a changing segment found is not evidence.
-				return []string{fmt.Sprintf("segment %d: kept changing while checked", s.idx)}, nil
+				// What a scan of a changing segment found is not evidence,
+				// of damage or of its absence: the check could not be made.
+				return nil, fmt.Errorf("%w: %s: segment %d kept changing while checked read-only (a writer at work, or paused in a write); check again",
+					ErrLockTimeout, m.path, s.idx)
 			}
 			shm.Yield()
 		}
@@ -836,10 +842,7 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 	// or take a dead holder's lock over: Check only reports.
 	tookOver, err := s.hdr.lock.Lock(m.witness, m.timeout)
 	if err != nil {
-		if errors.Is(err, ErrLockTimeout) {
-			return []string{fmt.Sprintf("segment %d: %v", s.idx, err)}, nil
-		}
-		return nil, err
+		return nil, err // ErrLockTimeout: a live holder, not damage; the check could not be made
 	}
 	defer s.hdr.lock.Unlock()
 	var p []string
