@@ -109,7 +109,8 @@ func create(path string, opts Options) error {
 		return err
 	}
 	// A zero-filled file is an empty map: only the header page is written.
-	return shm.CreateAtomic(path, opts.fileMode(), int64(h.FileSize), true, func(f *os.File) error {
+	size := shm.Pad(int64(h.FileSize), shm.ViewAlign)
+	return shm.CreateAtomic(path, opts.fileMode(), size, true, func(f *os.File) error {
 		_, err := f.WriteAt(h.encode(), 0)
 		return err
 	})

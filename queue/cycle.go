@@ -182,7 +182,7 @@ func (q *Queue) createCycle(path string, n uint32, prev uint64) error {
 		IndexSpacing: q.meta.IndexSpacing,
 		Created:      q.wallNow().UnixNano(),
 	}
-	size := int64(max(q.opts.BlockSize, 2*headerSize))
+	size := shm.Pad(int64(max(q.opts.BlockSize, 2*headerSize)), shm.ViewAlign)
 	size = min(size, q.meta.MaxCycleSize)
 	return shm.CreateAtomic(path, q.opts.FileMode, size, false, func(f *os.File) error {
 		_, err := f.WriteAt(append(h.encode(), startPad()...), 0)

@@ -490,17 +490,21 @@ func ExampleQueue_DeleteCycles() {
 		log.Fatal(err)
 	}
 
+	// (Deleted cycles may include one that the queue rolled into but
+	// nobody appended to, on a machine slow to make the first append.)
+	below := func(cs []uint32, c uint32) bool { return len(cs) > 0 && cs[len(cs)-1] < c }
 	deleted, err := q.DeleteCycles(1, false)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("deleted the first cycle:", slices.Equal(deleted, written[:1]))
+	fmt.Println("deleted the first cycle:", slices.Contains(deleted, written[0]) && below(deleted, written[1]))
 	deleted, err = q.DeleteCycles(1, true)
 	if err != nil {
 		log.Fatal(err)
 	}
 	kept, err := q.Cycles()
-	fmt.Println("forced, deleted the second:", slices.Equal(deleted, written[1:2]), "kept the last:", slices.Equal(kept, written[2:]), err)
+	fmt.Println("forced, deleted the second:", slices.Contains(deleted, written[1]) && below(deleted, written[2]),
+		"kept the last:", slices.Equal(kept, written[2:]), err)
 	// Output:
 	// deleted the first cycle: true
 	// forced, deleted the second: true kept the last: true <nil>

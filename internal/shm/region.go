@@ -147,3 +147,9 @@ func (r *Region) ExtendTail(f *os.File) ([]byte, error) {
 	}
 	return r.Extend(f, min(Pad(int(size), os.Getpagesize()), r.reserved), false)
 }
+
+// ViewAlign is the multiple of which a writer keeps the length of a file
+// that a Region maps, so that readers can map on from the end: 1 here
+// (any length maps); 64 KiB on Windows, where views start on such
+// boundaries. A new file is made that long at once.
+const ViewAlign = 1

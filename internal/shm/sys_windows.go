@@ -40,6 +40,13 @@ const (
 // dwAllocationGranularity).
 const allocationGranularity = 64 << 10
 
+// ViewAlign is the multiple of which a writer keeps the length of a file
+// that a Region maps, so that readers can map on from the end: views
+// start on 64 KiB boundaries (region_windows.go). A new file is made that
+// long at once, so that a reader that opens it before its creator maps it
+// does not find its end between two.
+const ViewAlign = allocationGranularity
+
 // errNoPlaceholders is returned where kernelbase lacks the calls
 // (Windows before 10 version 1803).
 var errNoPlaceholders = errors.New("this Windows lacks VirtualAlloc2 and MapViewOfFile3 (Windows 10 version 1803 or later is needed)")
