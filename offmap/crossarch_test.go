@@ -88,16 +88,7 @@ func testCrossArchMap(t *testing.T, made string) {
 	if made == "amd64" && (st.TablesGrown != 4 || st.ExtentsAdded != 5) || st.TablesGrown == 0 || st.ExtentsAdded == 0 || st.Capacity != 100 {
 		t.Fatalf("stats: %+v", st)
 	}
-	if err := m.Check(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2000 {
-		if i%3 == 0 {
-			mustMiss(t, m, key(i))
-		} else {
-			mustGet(t, m, key(i), string(bigValue(i, growValueSize(i, 16))))
-		}
-	}
+	checkCrossArchEntries(t, m)
 	h, err := m.AcquireInt64([]byte("hits"))
 	if err != nil || h.Load() != 424242 {
 		t.Fatalf("hits: %v, %v", h.Load(), err)
@@ -134,16 +125,23 @@ func TestCrossArchMapReadOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			if err := m.Check(); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 2000 {
-				if i%3 == 0 {
-					mustMiss(t, m, key(i))
-				} else {
-					mustGet(t, m, key(i), string(bigValue(i, growValueSize(i, 16))))
-				}
-			}
+			checkCrossArchEntries(t, m)
 		})
+	}
+}
+
+// checkCrossArchEntries checks a checked-in map: Check passes, keys 0 to
+// 1,999 but every third hold their values.
+func checkCrossArchEntries(t *testing.T, m *Map) {
+	t.Helper()
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		if i%3 == 0 {
+			mustMiss(t, m, key(i))
+		} else {
+			mustGet(t, m, key(i), string(bigValue(i, growValueSize(i, 16))))
+		}
 	}
 }
