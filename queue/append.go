@@ -317,8 +317,7 @@ func (q *Queue) startAppending() error {
 // one before it in case its roller died before doing so. The caller holds
 // appendMu.
 func (q *Queue) attachLatest() error {
-	n := uint32(q.latest.Load() - 1)
-	c, _, err := q.acquire(n, false, 0)
+	c, n, err := q.acquireLatest()
 	if err != nil {
 		return &shm.OpError{Pkg: "queue", Op: "open the latest cycle", Path: q.cyclePath(n), Err: err}
 	}
@@ -330,6 +329,25 @@ func (q *Queue) attachLatest() error {
 	}
 	q.setCycle(c)
 	return nil
+}
+
+// acquireLatest maps the latest cycle, which exists (latest is not 0),
+// and returns it with its number. The queue may roll on between the load
+// of latest and the opening of its file, and retention delete that file,
+// when this process is paused or slow in between: then the newer latest.
+func (q *Queue) acquireLatest() (*cycle, uint32, error) {
+	for {
+		latest := q.latest.Load()
+		n := uint32(latest - 1)
+		if afterLatestLoad != nil {
+			afterLatestLoad(q)
+		}
+		c, _, err := q.acquire(n, false, 0)
+		if errors.Is(err, os.ErrNotExist) && q.latest.Load() != latest {
+			continue
+		}
+		return c, n, err
+	}
 }
 
 // behindLatest reports whether cycle n lies before the latest cycle: a
@@ -425,6 +443,10 @@ func (q *Queue) bumpLatest(n uint32) {
 		}
 	}
 }
+
+// afterLatestLoad, set by tests, runs in acquireLatest between the load
+// of the latest cycle and the opening of its file.
+var afterLatestLoad func(q *Queue)
 
 // beforeRollCreate, set by tests, runs in a roll between the check that
 // the next cycle is not behind the latest and the making of its file.

@@ -153,3 +153,51 @@ func TestTailerPassesOrphan(t *testing.T) {
 	}
 	os.Remove(q.cyclePath(orphan)) // closeChecked would see the fork
 }
+
+// TestLatestDeletedAsItIsOpened: between a process's load of the latest
+// cycle and the opening of its file, the queue rolls on twice and
+// retention deletes that cycle (the process was paused there). SeekEnd
+// and a left-behind appender go on from the newer latest, not fail with
+// the file not found. (A paused appender under Wine met it.)
+func TestLatestDeletedAsItIsOpened(t *testing.T) {
+	dir := t.TempDir()
+	clkW, clkR := newClock(), newClock()
+	w := openT(t, dir, Options{Roll: Daily, KeepCycles: 1, clock: clkW.Now})
+	r := openT(t, dir, Options{Roll: Daily, clock: clkR.Now})
+	if _, err := w.Append([]byte("day 0")); err != nil {
+		t.Fatal(err)
+	}
+	rollTwice := func(q *Queue) {
+		if q != r {
+			return
+		}
+		afterLatestLoad = nil
+		for _, m := range []string{"day 1", "day 2"} {
+			clkW.Advance(24 * time.Hour)
+			if _, err := w.Append([]byte(m)); err != nil {
+				t.Errorf("%s: %v", m, err)
+			}
+		}
+	}
+	defer func() { afterLatestLoad = nil }()
+
+	afterLatestLoad = rollTwice
+	tl := tailerT(t, r)
+	if err := tl.SeekEnd(); err != nil {
+		t.Fatalf("SeekEnd as the latest cycle is deleted: %v", err)
+	}
+	if _, err := w.Append([]byte("day 2, later")); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := tl.Next(); err != nil || string(m) != "day 2, later" {
+		t.Fatalf("after SeekEnd: %q, %v", m, err)
+	}
+
+	// r's appender is in cycle 0, which the queue left: it moves to the
+	// latest, which is deleted as it opens it.
+	afterLatestLoad = rollTwice
+	clkR.Advance(4 * 24 * time.Hour)
+	if _, err := r.Append([]byte("from r")); err != nil {
+		t.Fatalf("Append of a process left behind as the latest cycle is deleted: %v", err)
+	}
+}

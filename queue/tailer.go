@@ -470,11 +470,10 @@ func (t *Tailer) SeekEnd() error {
 	if t.closed {
 		return ErrClosed
 	}
-	latest := t.q.latest.Load()
-	if latest == 0 {
+	if t.q.latest.Load() == 0 {
 		return t.SeekStart()
 	}
-	c, _, err := t.q.acquire(uint32(latest-1), false, 0)
+	c, _, err := t.q.acquireLatest()
 	if err != nil {
 		return err
 	}
