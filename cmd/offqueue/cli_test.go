@@ -278,19 +278,9 @@ func TestStatsJSON(t *testing.T) {
 			State     string    `json:"state"`
 			Error     string    `json:"error"`
 		} `json:"cycles"`
-		Messages     uint64 `json:"messages"`
-		SkippedSlots uint64 `json:"skipped_slots"`
-		Tailers      []struct {
-			Name       string     `json:"name"`
-			AckedUpTo  *string    `json:"acknowledged_up_to"`
-			AckedCycle *uint32    `json:"acknowledged_cycle"`
-			AckedSeq   *uint32    `json:"acknowledged_seq"`
-			AckedIndex *uint64    `json:"acknowledged_index"`
-			Lag        *int64     `json:"lag"`
-			LagBytes   *int64     `json:"lag_bytes"`
-			Since      *time.Time `json:"unacked_since"`
-			AgeMax     *float64   `json:"unacked_age_max_seconds"`
-		} `json:"tailers"`
+		Messages     uint64       `json:"messages"`
+		SkippedSlots uint64       `json:"skipped_slots"`
+		Tailers      []jsonTailer `json:"tailers"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
@@ -486,17 +476,7 @@ func TestStatsLag(t *testing.T) {
 
 	out, _, _ := offqueue(t, "", "stats", "--json", dir)
 	var st struct {
-		Tailers []struct {
-			Name       string     `json:"name"`
-			AckedUpTo  *string    `json:"acknowledged_up_to"`
-			AckedCycle *uint32    `json:"acknowledged_cycle"`
-			AckedSeq   *uint32    `json:"acknowledged_seq"`
-			AckedIndex *uint64    `json:"acknowledged_index"`
-			Lag        *int64     `json:"lag"`
-			LagBytes   *int64     `json:"lag_bytes"`
-			Since      *time.Time `json:"unacked_since"`
-			AgeMax     *float64   `json:"unacked_age_max_seconds"`
-		} `json:"tailers"`
+		Tailers []jsonTailer `json:"tailers"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -719,4 +699,17 @@ func TestStatsSkipped(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || st.SkippedSlots != 263 {
 		t.Errorf("stats --json: exit %d, %v, skipped %d\n%s", code, err, st.SkippedSlots, out)
 	}
+}
+
+// jsonTailer is a named tailer in `offqueue stats --json`.
+type jsonTailer struct {
+	Name       string     `json:"name"`
+	AckedUpTo  *string    `json:"acknowledged_up_to"`
+	AckedCycle *uint32    `json:"acknowledged_cycle"`
+	AckedSeq   *uint32    `json:"acknowledged_seq"`
+	AckedIndex *uint64    `json:"acknowledged_index"`
+	Lag        *int64     `json:"lag"`
+	LagBytes   *int64     `json:"lag_bytes"`
+	Since      *time.Time `json:"unacked_since"`
+	AgeMax     *float64   `json:"unacked_age_max_seconds"`
 }
