@@ -160,11 +160,10 @@ func Remove(path string) error {
 		return err
 	}
 	err := os.Remove(hidden)
-	if left, _ := filepath.Glob(filepath.Join(dir, removedPrefix+"*")); len(left) > 0 {
-		for _, l := range left {
-			if l != hidden {
-				os.Remove(l) // fails while another process has it open
-			}
+	left, _ := filepath.Glob(filepath.Join(dir, removedPrefix+"*"))
+	for _, l := range left {
+		if l != hidden {
+			os.Remove(l) // fails while another process has it open
 		}
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
