@@ -91,7 +91,7 @@ func (m *Map) homeSlot(mem []byte, h keyHash) int {
 // slot) and the entry lies in the segment's first extent.
 func (m *Map) prefetchEntry(mem []byte, h keyHash, off int) {
 	w := shm.U64(mem, off).Load()
-	if w&slotMatch != h.match {
+	if w&m.matchBits != h.match {
 		return
 	}
 	if c := slotChunk(w); uint64(c) < m.hdr.ChunksPerSegment {

@@ -116,27 +116,45 @@ func (m *Map) Sweep() (int, error) {
 		if err := m.lock(&s); err != nil {
 			return swept, err
 		}
-		t := now()
-		for j := uint32(0); j < uint32(len(s.slots)); {
-			w := s.slots[j].Load()
-			if w == 0 || w&slotDetached != 0 {
-				j++
-				continue
-			}
-			e, ok := m.entryAt(&s, slotChunk(w))
-			// A pinned entry never expires; one may still carry a time
-			// from a build before that rule.
-			if !ok || w&slotPinned != 0 || !expiredAt(s.mem, m.expOff(e), t) {
-				j++
-				continue
-			}
-			m.deleteLocked(&s, j, w, e) // may move a later entry into j: look at j again
-			m.counters().expiredRemoved.Add(1)
-			swept++
+		n, next := m.sweepSegment(&s, now())
+		if m.evict {
+			m.evictArea(&s).ctl.sweepAt.Store(uint64(next))
 		}
+		swept += n
 		s.hdr.lock.Unlock()
 	}
 	return swept, nil
+}
+
+// sweepSegment deletes the entries of s that have expired by t, with the
+// lock held. It returns how many, and the earliest expiry time among the
+// others (0 if none expires).
+func (m *Map) sweepSegment(s *segment, t int64) (swept int, next int64) {
+	for j := uint32(0); j < uint32(len(s.slots)); {
+		w := s.slots[j].Load()
+		if w == 0 || w&slotDetached != 0 {
+			j++
+			continue
+		}
+		e, ok := m.entryAt(s, slotChunk(w))
+		// A pinned entry never expires; one may still carry a time
+		// from a build before that rule.
+		if !ok || w&slotPinned != 0 {
+			j++
+			continue
+		}
+		if x := int64(shm.U64(s.mem, m.expOff(e)).Load()); x == 0 || x > t {
+			if x != 0 && (next == 0 || x < next) {
+				next = x
+			}
+			j++
+			continue
+		}
+		m.deleteLocked(s, j, w, e) // may move a later entry into j: look at j again
+		m.counters().expiredRemoved.Add(1)
+		swept++
+	}
+	return swept, next
 }
 
 // expiredCount counts the entries of s that have expired by t (Stats).

@@ -47,11 +47,14 @@ import (
 //	128     8  creation time, Unix nanoseconds
 //	136     8  MaxFileSize: the file never grows past it
 //	144     4  entry flags: bit 0, entries carry a checksum; bit 1, entries
-//	           carry an expiry time (below); a reader refuses a file with
-//	           a flag it does not know
+//	           carry an expiry time (below); bit 2, the map evicts
+//	           (evict.go); a reader refuses a file with a flag it does not
+//	           know
 //	148     4  reserved, zero
 //	152     8  TTL: entries' default time to live in nanoseconds, 0 = none
-//	160    88  reserved, zero
+//	160     8  EvictOff: the eviction area's offset in a segment (bit 2)
+//	168     4  EvictCap: the entries a segment holds at most (bit 2)
+//	172    76  reserved, zero
 //	248     8  checksum: xxhash64 of bytes [0, 248)
 //	256     8  AllocEnd: end of the space claimed so far (CAS by growers)
 //	264     8  slot tables grown (count, informational)
@@ -83,7 +86,7 @@ const (
 	magic             = "OFFMAP\x00\x00"
 	checksumOff       = 248
 	headerSize        = 4096
-	headerReservedOff = 160 // [148, 152), [160, 248), [280, 320) and [344, 4096) are reserved, zero
+	headerReservedOff = 172 // [148, 152), [172, 248), [280, 320) and [344, 4096) are reserved, zero
 	growthWordsOff    = 256
 	growthWordsEnd    = 280
 	counterWordsOff   = 320 // its own cache line: growers' CAS on AllocEnd never share it
@@ -122,13 +125,16 @@ type header struct {
 	MaxFileSize      uint64
 	EntryFlags       uint32
 	TTL              int64
+	EvictOff         uint64 // in a segment's initial body; 0 unless flagEvict
+	EvictCap         uint32 // entries per segment at most; 0 unless flagEvict
 }
 
 // Entry flags (header offset 144).
 const (
 	flagChecksums = 1 << 0 // entries' trailers hold a checksum
 	flagExpiry    = 1 << 1 // entries' trailers hold an expiry time
-	knownFlags    = flagChecksums | flagExpiry
+	flagEvict     = 1 << 2 // the map evicts; slot bits 52-53 count accesses
+	knownFlags    = flagChecksums | flagExpiry | flagEvict
 )
 
 // trailer is the size of the bytes after an entry's value: 8 for its
@@ -172,6 +178,8 @@ func (h *header) encode() []byte {
 	le.PutUint64(b[136:], h.MaxFileSize)
 	le.PutUint32(b[144:], h.EntryFlags)
 	le.PutUint64(b[152:], uint64(h.TTL))
+	le.PutUint64(b[160:], h.EvictOff)
+	le.PutUint32(b[168:], h.EvictCap)
 	le.PutUint64(b[checksumOff:], xxhash.Sum64(b[:checksumOff]))
 	le.PutUint64(b[growthWordsOff:], h.FileSize) // AllocEnd: nothing claimed yet
 	return b
@@ -215,6 +223,8 @@ func decodeHeader(b []byte, fileSize int64) (*header, error) {
 	h.MaxFileSize = le.Uint64(b[136:])
 	h.EntryFlags = le.Uint32(b[144:])
 	h.TTL = int64(le.Uint64(b[152:]))
+	h.EvictOff = le.Uint64(b[160:])
+	h.EvictCap = le.Uint32(b[168:])
 	if h.EntryFlags&^knownFlags != 0 {
 		return nil, fmt.Errorf("%w: the file's entries use features this version does not know (flags %#x)", ErrVersion, h.EntryFlags)
 	}
@@ -276,6 +286,14 @@ func (h *header) validate() error {
 	area, ok := mul(h.ChunksPerSegment, uint64(h.ChunkSize))
 	if !ok || h.AreaOff+area > h.SegmentStride {
 		return fmt.Errorf("entry space of %d chunks does not fit a stride of %d", h.ChunksPerSegment, h.SegmentStride)
+	}
+	if h.EntryFlags&flagEvict == 0 {
+		if h.EvictOff != 0 || h.EvictCap != 0 {
+			return fmt.Errorf("eviction area %d/%d in a map that does not evict", h.EvictOff, h.EvictCap)
+		}
+	} else if h.EvictCap == 0 || h.EvictCap > h.MaxPerSegment || h.EvictOff%64 != 0 ||
+		h.EvictOff < h.AreaOff+area || h.EvictOff+uint64(evictAreaBytes(int(h.EvictCap))) > h.SegmentStride {
+		return fmt.Errorf("eviction area at %d for %d entries, in a stride of %d", h.EvictOff, h.EvictCap, h.SegmentStride)
 	}
 	if uint64(entryBytes(int(h.MaxKey), int(h.MaxValue), h.trailer())) > area {
 		return fmt.Errorf("largest entry does not fit a segment")
@@ -392,7 +410,9 @@ func (m *Map) maxExtent() int { return min(maxExtents, 32-m.extBits) }
 //	bits 32-51  hash fraction: 20 bits of the key's hash; the key's home
 //	            slot in a table of n slots is fraction*n >> 20, so a table
 //	            can grow without reading a key
-//	bits 52-60  tag: 9 more bits of the key's hash
+//	bits 52-60  tag: 9 more bits of the key's hash; in a map that evicts
+//	            (flag 2), bits 52-53 are instead the entry's access count,
+//	            0 to 3, which readers raise (evict.go), and the tag is 7 bits
 //	bit     61  pinned: value handles may point at the value; its size is fixed
 //	bit     62  detached: deleted while pinned; lookups skip it, space kept
 //	bit     63  used
@@ -403,11 +423,15 @@ const (
 	slotFracMask  = (1<<slotFracBits - 1) << slotFracShift
 	slotTagShift  = 52
 	slotTagMask   = (1<<9 - 1) << slotTagShift
+	slotFreqShift = slotTagShift
+	slotFreqMask  = 3 << slotFreqShift // access count, in a map that evicts
+	slotFreqOne   = 1 << slotFreqShift
 	slotPinned    = 1 << 61
 	slotDetached  = 1 << 62
 	slotUsed      = 1 << 63
 	// slotMatch selects the bits a lookup compares: a live slot with the
-	// key's hash fraction and tag.
+	// key's hash fraction and tag (Map.matchBits: less the access count in
+	// a map that evicts).
 	slotMatch = slotUsed | slotDetached | slotFracMask | slotTagMask
 )
 

@@ -260,6 +260,18 @@ func (m *Map) allocOrGrow(s *segment, n int) (uint32, error) {
 	}
 	endChange(s)
 	err := m.growArea(s, n)
+	if err != nil && m.evict && !s.inTx && errors.Is(err, ErrFull) {
+		// At the bound: evict until the entry fits.
+		for m.evictOne(s) {
+			beginChange(s)
+			if c, ok := m.allocLocked(s, n); ok {
+				return c, nil
+			}
+			endChange(s)
+		}
+		beginChange(s)
+		return 0, err
+	}
 	beginChange(s)
 	if err != nil {
 		return 0, err

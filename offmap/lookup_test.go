@@ -46,7 +46,7 @@ func TestFindAndProbeAgree(t *testing.T) {
 			s := m.segment(h.seg)
 			_, _, e, ok, fbad := m.find(&s, k, h)
 			slots, slotsN := m.tableOf(s.base, s.hdr.table.Load())
-			valOff, valLen, pw, pbad := m.probe(s.mem, s.hdr, s.base, slots, slotsN, k, h)
+			valOff, valLen, pw, _, pbad := m.probe(s.mem, s.hdr, s.base, slots, slotsN, k, h)
 			pok := pw != 0
 			if pbad {
 				continue

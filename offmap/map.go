@@ -44,8 +44,14 @@ type Map struct {
 	sums       bool // entries carry a checksum
 	expiring   bool // entries carry an expiry time
 	ttl        int64
-	area0Len   int // bytes of extent 0
-	readOnly   bool
+	// evict: the map evicts (evict.go); evictCap is a segment's entry
+	// bound. matchBits are the slot bits a lookup compares (slotMatch,
+	// less the access count where the map evicts).
+	evict     bool
+	evictCap  int
+	matchBits uint64
+	area0Len  int // bytes of extent 0
+	readOnly  bool
 	// deadWriters holds the tokens of the last holders that this
 	// read-only process found dead (readStep).
 	deadWriters [8]atomic.Uint64
@@ -184,12 +190,18 @@ func newMap(path string, h header, mem []byte, readOnly bool, w *shm.Witness, op
 		sums:       h.EntryFlags&flagChecksums != 0,
 		expiring:   h.EntryFlags&flagExpiry != 0,
 		ttl:        h.TTL,
+		evict:      h.EntryFlags&flagEvict != 0,
+		evictCap:   int(h.EvictCap),
+		matchBits:  slotMatch,
 		readOnly:   readOnly,
 		witness:    w,
 		timeout:    opts.lockTimeout(),
 		guard:      values.NewGuard("its map " + path),
 	}
 	m.area0Len = int(h.ChunksPerSegment) << m.chunkShift
+	if m.evict {
+		m.matchBits = slotMatch &^ slotFreqMask
+	}
 	m.view.Store(&mem)
 	m.bufs = make([][]byte, h.Segments)
 	return m

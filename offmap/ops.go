@@ -87,7 +87,24 @@ func (m *Map) putLocked(s *segment, key, value []byte, h keyHash) error {
 
 // insertLocked adds a new entry at the empty slot pos.
 // A full slot table or entry space grows first (grow.go).
+//
+// In a map that evicts, an insert into a segment at its bound evicts an
+// entry first, and one that finds no room evicts until it does
+// (allocOrGrow); either may move the empty slot, which is looked up again.
 func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte, flags uint64) (entry, error) {
+	evicting := m.evict && !s.inTx
+	if evicting {
+		s.evicted = false
+		if err := m.makeRoomForInsert(s); err != nil {
+			return entry{}, err
+		}
+		if s.evicted {
+			var err error
+			if pos, err = m.emptySlotFor(s, key, h); err != nil {
+				return entry{}, err
+			}
+		}
+	}
 	pos, err := m.roomForInsert(s, pos, h)
 	if err != nil {
 		return entry{}, err
@@ -97,10 +114,17 @@ func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte,
 	// saw the chunks marked used and the slot still empty would report a
 	// leak that is only an insert in progress.
 	beginChange(s)
+	s.evicted = false
 	c, err := m.allocOrGrow(s, n)
 	if err != nil {
 		endChange(s)
 		return entry{}, err
+	}
+	if s.evicted {
+		if pos, err = m.emptySlotFor(s, key, h); err != nil {
+			endChange(s)
+			return entry{}, err
+		}
 	}
 	crash("insert.alloc")
 	e := m.writeEntry(s, c, key, value)
@@ -109,8 +133,20 @@ func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte,
 	crash("insert.slot")
 	s.hdr.count.Add(1)
 	s.hdr.usedChunks.Add(uint64(n))
+	if evicting {
+		m.track(s, h.match|uint64(c))
+	}
 	endChange(s)
 	return e, nil
+}
+
+// emptySlotFor finds again the empty slot where key, absent, goes.
+func (m *Map) emptySlotFor(s *segment, key []byte, h keyHash) (uint32, error) {
+	pos, _, _, found, bad := m.find(s, key, h)
+	if found || bad {
+		return 0, m.corrupt(s, "a lookup met an entry outside the segment")
+	}
+	return pos, nil
 }
 
 func (m *Map) full(s *segment, n int) error {
@@ -134,6 +170,9 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 			return fmt.Errorf("%w: value handles point into this value, so it cannot expire", ErrPinned)
 		}
 		s.expires = 0
+	}
+	if m.evict {
+		w = m.touch(s, pos, w)
 	}
 	oldN := m.chunksFor(e.keyLen, e.valLen)
 	newN := m.chunksFor(e.keyLen, len(value))
@@ -159,10 +198,22 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 		}
 	default:
 		beginChange(s) // before the allocation, as in insertLocked
+		s.evicted, s.protect = false, c+1
 		nc, err := m.allocOrGrow(s, newN)
+		s.protect = 0
 		if err != nil {
 			endChange(s)
 			return err
+		}
+		if s.evicted {
+			// Eviction may have moved the entry's slot, not the entry.
+			key := s.mem[e.keyOff() : e.keyOff()+e.keyLen]
+			p, pw, _, found, _ := m.find(s, key, m.hash(key))
+			if !found || slotChunk(pw) != c {
+				endChange(s)
+				return m.corrupt(s, "an entry being updated was lost while room was made for it")
+			}
+			pos, w = p, pw
 		}
 		off, _, _ := m.chunkAt(s, nc)
 		ne := entry{off: off, keyLen: e.keyLen, valLen: len(value)}
@@ -177,6 +228,9 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 		crash("relocate.slot")
 		m.freeLocked(s, c, oldN)
 		s.hdr.usedChunks.Add(uint64(newN - oldN))
+		if m.evict {
+			m.evictArea(s).main.push(itemOf(w)&^slotChunkMask | uint64(nc))
+		}
 		endChange(s)
 	}
 	return nil

@@ -76,6 +76,14 @@ type Options struct {
 	// it and by Sweep, which any process may run. Zero: entries live until
 	// deleted. Only at creation, like Expiring.
 	TTL time.Duration
+	// Evict makes the map a cache: it holds at most Entries entries and
+	// its file at most MaxFileSize bytes, and a Put that needs room, in
+	// any process, evicts entries unlikely to be used again (S3-FIFO,
+	// docs/MAP.md) rather than returning ErrFull. Entries that value
+	// handles point into are never evicted; expired ones go first. The
+	// bound is kept per segment: each holds Entries/Segments at most.
+	// Only at creation.
+	Evict bool
 	// Expiring lets entries expire (PutTTL, PutExpiring) in a map with no
 	// TTL. Every entry then keeps an expiry time, and Get reads the clock
 	// (about 20 ns) when it finds a key. Implied by TTL.
@@ -226,6 +234,9 @@ func plan(o Options, seed uint64) (header, error) {
 	case o.TTL > 0 || o.Expiring:
 		flags |= flagExpiry
 	}
+	if o.Evict {
+		flags |= flagEvict
+	}
 	trailer := (&header{EntryFlags: flags}).trailer()
 	avgEntry := entryBytes(o.AverageKeySize, o.AverageValueSize, trailer)
 	// Chunks of a power of two such that an average entry spans 4-8 of
@@ -267,6 +278,12 @@ func plan(o Options, seed uint64) (header, error) {
 	scratchOff := shm.Pad(bitmapOff+(chunks+63)/64*8, 64)
 	areaOff := shm.Pad(scratchOff+8+int64(shm.Pad8(maxValue)), 64)
 	stride := shm.Pad(areaOff+chunks*int64(chunk), 64)
+	var evictOff, evictCap int64
+	if o.Evict {
+		evictCap = perSeg
+		evictOff = stride
+		stride = shm.Pad(evictOff+int64(evictAreaBytes(int(evictCap))), 64)
+	}
 	segHeaders := int64(headerSize)
 	segmentsOff := shm.Pad(segHeaders+int64(segments)*segmentHeaderSize, 64)
 	if stride > maxFileSize/int64(segments) || segmentsOff+int64(segments)*stride > maxFileSize-fileAlign {
@@ -309,6 +326,8 @@ func plan(o Options, seed uint64) (header, error) {
 		MaxFileSize:      uint64(limit),
 		EntryFlags:       flags,
 		TTL:              int64(o.TTL),
+		EvictOff:         uint64(evictOff),
+		EvictCap:         uint32(evictCap),
 	}
 	return h, nil
 }
@@ -321,6 +340,9 @@ func (o Options) checkAgainst(h *header) error {
 	}
 	if o.ChecksumEntries && h.EntryFlags&flagChecksums == 0 {
 		return fmt.Errorf("%w: ChecksumEntries is set in the options but the file's entries have no checksums", ErrOptionsMismatch)
+	}
+	if o.Evict && h.EntryFlags&flagEvict == 0 {
+		return fmt.Errorf("%w: Evict is set in the options but the file's map does not evict", ErrOptionsMismatch)
 	}
 	if (o.Expiring || o.TTL != 0) && h.EntryFlags&flagExpiry == 0 {
 		return fmt.Errorf("%w: the options let entries expire but the file's entries cannot", ErrOptionsMismatch)

@@ -109,7 +109,7 @@ func (m *Map) readHashed(dst, key []byte, h keyHash, wantValue bool) ([]byte, bo
 		base := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride)
 		slots, n := m.tableOf(base, sh.table.Load())
 		if m.tableFits(slots, n, len(mem), base) {
-			off, vn, w, bad := m.probe(mem, sh, base, slots, n, key, h)
+			off, vn, w, so, bad := m.probe(mem, sh, base, slots, n, key, h)
 			found := w != 0
 			if found && m.expiring {
 				// The expiry word follows the value (and the checksum).
@@ -128,6 +128,9 @@ func (m *Map) readHashed(dst, key []byte, h keyHash, wantValue bool) ([]byte, bo
 					rejected = m.sums && m.sumRejects(mem, w, off+shm.Pad8(vn), key, out[len(dst):])
 				}
 				if !rejected && sh.version.Load() == v && !m.closed.Load() {
+					if m.evict && !m.readOnly {
+						m.recordRead(base, mem, so, w, found)
+					}
 					return out, found, nil
 				}
 			}
@@ -139,38 +142,38 @@ func (m *Map) readHashed(dst, key []byte, h keyHash, wantValue bool) ([]byte, bo
 
 // probe looks key up for a reader in the table of n slots at slots (an
 // offset in mem) of the segment with header sh and initial body at base:
-// the offset and length of its value and its slot word if found (w = 0
-// if not). bad reports bytes out of bounds.
-func (m *Map) probe(mem []byte, sh *segmentHeader, base, slots, n int, key []byte, h keyHash) (valOff, valLen int, w uint64, bad bool) {
+// the offset and length of its value, and its slot word and the slot's
+// offset, if found (w = 0 if not). bad reports bytes out of bounds.
+func (m *Map) probe(mem []byte, sh *segmentHeader, base, slots, n int, key []byte, h keyHash) (valOff, valLen int, w uint64, slotOff int, bad bool) {
 	area0 := base + int(m.hdr.AreaOff)
 	i := homeIn(h.match, n)
 	for range n {
 		w = shm.U64(mem, slots+int(i)*8).Load()
-		if w&slotMatch == h.match {
+		if w&m.matchBits == h.match {
 			c := slotChunk(w)
 			off, end, ok := area0+int(c)<<m.chunkShift, area0+m.area0Len, true
 			if uint64(c) >= m.hdr.ChunksPerSegment { // in a grown extent
 				off, end, ok = m.locate(mem, sh, base, c)
 			}
 			if !ok || off > end-entryHeaderSize {
-				return 0, 0, 0, true
+				return 0, 0, 0, 0, true
 			}
 			hw := shm.U64(mem, off).Load() // key length | value length << 32
 			kl, vl := int(uint32(hw)), int(hw>>32)
 			if kl > int(m.hdr.MaxKey) || vl > int(m.hdr.MaxValue) || off+entryBytes(kl, vl, m.trailer) > end {
-				return 0, 0, 0, true
+				return 0, 0, 0, 0, true
 			}
 			if kl == len(key) && shm.Equal(mem[off+entryHeaderSize:], key) {
-				return off + entryHeaderSize + shm.Pad8(kl), vl, w, false
+				return off + entryHeaderSize + shm.Pad8(kl), vl, w, slots + int(i)*8, false
 			}
 		} else if w == 0 {
-			return 0, 0, 0, false
+			return 0, 0, 0, 0, false
 		}
 		if i++; int(i) == n {
 			i = 0
 		}
 	}
-	return 0, 0, 0, true
+	return 0, 0, 0, 0, true
 }
 
 // appendValueAt appends the n-byte value at mem[off:] to dst; values of up
@@ -213,7 +216,7 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 			continue
 		}
 		m.loadTable(s)
-		_, w, e, found, bad := m.find(s, key, h)
+		pos, w, e, found, bad := m.find(s, key, h)
 		if quiescent {
 			e, found = m.asCommitted(s, key, w, e, found)
 		}
@@ -241,6 +244,13 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 					continue // another process grew the file: map it and look again
 				}
 				return dst[:base], false, m.corrupt(s, "a lookup met an entry outside the segment")
+			}
+			if m.evict && !m.readOnly {
+				if found {
+					m.recordSlot(s.base, &s.slots[pos], w, true)
+				} else {
+					m.evictCounters(s.base).misses.Add(1)
+				}
 			}
 			return out, found, nil
 		}

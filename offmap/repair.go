@@ -233,7 +233,7 @@ func (m *Map) invalidSlot(s *segment, idx int, w uint64) string {
 	key := make([]byte, e.keyLen)
 	shm.Load(key, s.mem[e.keyOff():])
 	h := m.hash(key)
-	if int(h.seg) != idx || w&(slotMatch&^slotDetached) != h.match {
+	if int(h.seg) != idx || w&(m.matchBits&^slotDetached) != h.match {
 		return fmt.Sprintf("key at chunk %d does not hash to this slot", slotChunk(w))
 	}
 	return ""

@@ -36,7 +36,7 @@ func (m *Map) split(h uint64) keyHash {
 	seg := uint32(uint64(uint32(h>>32)) * uint64(m.hdr.Segments) >> 32)
 	frac := uint64(uint32(h)) >> (32 - slotFracBits)
 	tag := (h * 0x9E3779B97F4A7C15) >> (64 - 9)
-	return keyHash{seg: seg, match: slotUsed | frac<<slotFracShift | tag<<slotTagShift}
+	return keyHash{seg: seg, match: (slotUsed | frac<<slotFracShift | tag<<slotTagShift) & m.matchBits}
 }
 
 // segment is a view of one segment's memory. It is computed from the
@@ -60,6 +60,11 @@ type segment struct {
 	// ownExpiry: expires was asked for (PutTTL, PutExpiring), not the
 	// map's TTL, which a pinned entry does not take.
 	ownExpiry bool
+	// evicted: this operation evicted entries, which may have moved the
+	// slots it found; protect is 1 + the chunk of the entry it is
+	// changing, which eviction must leave alone (evict.go).
+	evicted bool
+	protect uint32
 }
 
 func (m *Map) segment(i uint32) segment {
@@ -240,7 +245,7 @@ func (m *Map) find(s *segment, key []byte, h keyHash) (pos uint32, w uint64, e e
 	i := homeIn(h.match, int(n))
 	for range n {
 		w = slots[i].Load()
-		if w&slotMatch == h.match {
+		if w&m.matchBits == h.match {
 			off, end, ok := m.chunkAt(s, slotChunk(w))
 			if ok && off <= end-entryHeaderSize {
 				hw := shm.U64(mem, off).Load() // key length | value length << 32
@@ -289,6 +294,9 @@ func (m *Map) writeSum(s *segment, e entry, key, value []byte) {
 func (m *Map) writeExpiry(s *segment, e entry) {
 	if m.expiring {
 		shm.U64(s.mem, m.expOff(e)).Store(uint64(s.expires))
+		if m.evict && s.expires != 0 {
+			m.noteExpiry(s, s.expires)
+		}
 	}
 }
 

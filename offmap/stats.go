@@ -52,8 +52,20 @@ type Stats struct {
 	LockTakeovers  int
 	Repairs        int
 	ExpiredRemoved int
-	ReadOnly       bool
-	PerSegment     []SegmentStats
+	// Evict: the map evicts (Options.Evict), holding at most EvictBound
+	// entries (Entries/Segments in each segment). Its counters, of every
+	// process since the file was made: Hits and Misses of reads (Get,
+	// AppendValue, Has, ViewKeys; by processes that may write the file),
+	// Evictions and EvictedBytes (entry space freed by them; expired
+	// entries count in ExpiredRemoved instead).
+	Evict        bool
+	EvictBound   int
+	Hits         int64
+	Misses       int64
+	Evictions    int64
+	EvictedBytes int64
+	ReadOnly     bool
+	PerSegment   []SegmentStats
 }
 
 // SegmentStats describes one segment.
@@ -95,6 +107,8 @@ func (m *Map) Stats() Stats {
 		ChecksumEntries:  m.sums,
 		Expiring:         m.expiring,
 		TTL:              time.Duration(m.ttl),
+		Evict:            m.evict,
+		EvictBound:       m.evictCap * int(h.Segments),
 	}
 	if m.closed.Load() {
 		return st
@@ -139,6 +153,13 @@ func (m *Map) Stats() Stats {
 		st.BytesUsed += ss.BytesUsed
 		if m.expiring {
 			st.Expired += m.expiredCount(&s, now())
+		}
+		if m.evict {
+			c := m.evictCounters(s.base)
+			st.Hits += int64(c.hits.Load())
+			st.Misses += int64(c.misses.Load())
+			st.Evictions += int64(c.evictions.Load())
+			st.EvictedBytes += int64(c.evictedBytes.Load())
 		}
 		st.EntrySpace += ss.EntrySpace
 	}

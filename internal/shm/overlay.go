@@ -50,6 +50,15 @@ func U64s(b []byte, off, n int) []atomic.Uint64 {
 	return unsafe.Slice((*atomic.Uint64)(p), n)
 }
 
+// U32s returns n consecutive 4-byte words starting at b[off:].
+func U32s(b []byte, off, n int) []atomic.Uint32 {
+	p := unsafe.Pointer(unsafe.SliceData(b[off : off+n*4]))
+	if uintptr(p)&3 != 0 {
+		panic(errMisaligned)
+	}
+	return unsafe.Slice((*atomic.Uint32)(p), n)
+}
+
 // Words returns n consecutive 8-byte words at b[off:] for code that holds
 // a lock over them (bitmaps): plain loads and stores.
 func Words(b []byte, off, n int) []uint64 {

@@ -1,0 +1,383 @@
+package offmap
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/offmap/offmap/internal/shm"
+)
+
+// Eviction (Options.Evict). A map that evicts holds at most EvictCap
+// entries per segment, and its file at most MaxFileSize bytes. A write
+// that needs room, in any process, evicts under the segment lock it holds
+// anyway, by S3-FIFO (Yang et al., SOSP 2023; docs/MAP.md says why this
+// policy): new entries enter a small FIFO; one that leaves it having been
+// read more than once moves to the main FIFO, the others are evicted and
+// their fingerprints kept in a ghost FIFO; a new entry whose fingerprint
+// is a ghost enters the main FIFO directly; the main FIFO gives an entry
+// with a count above 0 another round, one less, and evicts the others.
+// A one-time scan of cold keys passes through the small FIFO only, so it
+// cannot flush the hot set.
+//
+// Readers raise an entry's access count, two bits of its slot word, with
+// one CAS and only while it is below 3: a hot entry costs its readers no
+// write at all. A CAS on a slot word that changed meanwhile fails, and one
+// that succeeds changes nothing but the count, so a reader never writes
+// into anything else. A read-only mapping records nothing.
+//
+// The FIFOs are hints, not the truth. An item names an entry by its
+// chunk and hash bits; eviction looks each one up again, and an item
+// whose entry moved, was deleted, or that a crash or damage left behind
+// is dropped. An entry no item names (its push was cut short by a crash,
+// or dropped from a full FIFO) is found again when the FIFOs run dry and
+// are rebuilt from the slot table. So eviction changes the map only
+// through deleteLocked, whose every step is crash-safe, and nothing a
+// process can leave in the FIFOs can make it evict a wrong entry or fail.
+//
+// The eviction area of a segment, at EvictOff in its initial body, with
+// C = EvictCap and R = fifoCap(C). Part of the format.
+//
+//	off  size  field
+//	  0    64  evictControl: FIFO positions, expiry watermark, sweep gate
+//	 64    64  evictCounters: hits, misses, evictions, evicted bytes
+//	128   8*R  small FIFO: items (below)
+//	  .   8*R  main FIFO: items
+//	  .   4*C  ghost FIFO: fingerprints (bits 32-63 of an item)
+//	  .   8*C  ghost index: 2C words, by fingerprint mod 2C: 1 + the ghost
+//	           FIFO index it was last pushed at, 0 for none
+//
+// FIFO positions count pushes and pops from 0; position p is at index
+// p mod size. An item is an entry's slot word without the pinned,
+// detached and access-count bits: used bit, hash fraction, tag and chunk.
+
+// evictControl is the first cache line of an eviction area, written only
+// with the segment lock held.
+type evictControl struct {
+	smallHead, smallTail atomic.Uint64
+	mainHead, mainTail   atomic.Uint64
+	ghostHead, ghostTail atomic.Uint64
+	// sweepAt: no entry written since the last sweep expires before it
+	// (Unix nanoseconds; 0 when none expires). sweepGate: the eviction
+	// count before which no sweep runs again, so that entries that expire
+	// one by one do not make every write scan the segment.
+	sweepAt   atomic.Uint64
+	sweepGate atomic.Uint64
+}
+
+// evictCounters count a segment's reads and evictions, for Stats. Hits
+// and misses are counted by readers that may write the file.
+type evictCounters struct {
+	hits, misses, evictions, evictedBytes atomic.Uint64
+	_                                     [4]uint64
+}
+
+const evictHeadBytes = 128
+
+// fifoCap is the size of the small and the main FIFO of a segment that
+// holds at most c entries: room to spare for the items of entries that
+// were deleted and not yet popped.
+func fifoCap(c int) int { return c + c/4 + 8 }
+
+// evictAreaBytes is the size of a segment's eviction area, padded to 64.
+func evictAreaBytes(c int) int {
+	return shm.Pad(evictHeadBytes+2*8*fifoCap(c)+4*c+8*c, 64)
+}
+
+// fifo is a ring of items in the file.
+type fifo struct {
+	head, tail *atomic.Uint64
+	items      []atomic.Uint64
+}
+
+// bounds returns the FIFO's positions; ones that no push and pop could
+// have left (damage) empty it.
+func (q fifo) bounds() (h, t uint64) {
+	h, t = q.head.Load(), q.tail.Load()
+	if t < h || t-h > uint64(len(q.items)) {
+		q.head.Store(t)
+		h = t
+	}
+	return h, t
+}
+
+func (q fifo) len() int { h, t := q.bounds(); return int(t - h) }
+
+// push appends x, dropping the oldest item when the FIFO is full.
+func (q fifo) push(x uint64) {
+	h, t := q.bounds()
+	if t-h == uint64(len(q.items)) {
+		q.head.Store(h + 1)
+	}
+	q.items[t%uint64(len(q.items))].Store(x)
+	crash("evict.pushed")
+	q.tail.Store(t + 1)
+}
+
+func (q fifo) pop() (uint64, bool) {
+	h, t := q.bounds()
+	if h == t {
+		return 0, false
+	}
+	x := q.items[h%uint64(len(q.items))].Load()
+	q.head.Store(h + 1)
+	return x, true
+}
+
+func (q fifo) reset() { q.head.Store(q.tail.Load()) }
+
+// evictArea is a view of a segment's eviction area.
+type evictArea struct {
+	ctl         *evictControl
+	ctr         *evictCounters
+	small, main fifo
+	ghost       []atomic.Uint32
+	ghostIndex  []atomic.Uint32
+}
+
+func (m *Map) evictArea(s *segment) evictArea {
+	off := s.base + int(m.hdr.EvictOff)
+	c, r := m.evictCap, fifoCap(m.evictCap)
+	ctl := shm.Overlay[evictControl](m.mem, off)
+	small := off + evictHeadBytes
+	ghost := small + 16*r
+	return evictArea{
+		ctl:        ctl,
+		ctr:        shm.Overlay[evictCounters](m.mem, off+64),
+		small:      fifo{&ctl.smallHead, &ctl.smallTail, shm.U64s(m.mem, small, r)},
+		main:       fifo{&ctl.mainHead, &ctl.mainTail, shm.U64s(m.mem, small+8*r, r)},
+		ghost:      shm.U32s(m.mem, ghost, c),
+		ghostIndex: shm.U32s(m.mem, ghost+4*c, 2*c),
+	}
+}
+
+// evictCounters returns the counters of the segment whose initial body
+// is at base.
+func (m *Map) evictCounters(base int) *evictCounters {
+	return shm.Overlay[evictCounters](m.mem, base+int(m.hdr.EvictOff)+64)
+}
+
+// smallLimit and mainLimit share a segment's room: 10 % for the small
+// FIFO, the rest for the main one (and as many ghosts).
+func (m *Map) smallLimit() int { return max(m.evictCap/10, 1) }
+func (m *Map) mainLimit() int  { return max(m.evictCap-m.smallLimit(), 1) }
+
+// itemOf is the FIFO item of the entry whose slot word is w.
+func itemOf(w uint64) uint64 { return w &^ (slotPinned | slotDetached | slotFreqMask) }
+
+// recordRead counts a read in the segment whose initial body is at base
+// and raises the access count of a hit's entry, whose slot word w is at
+// slotOff in mem, unless it is at its top. Only where the map evicts and
+// this process may write.
+func (m *Map) recordRead(base int, mem []byte, slotOff int, w uint64, found bool) {
+	if !found {
+		m.evictCounters(base).misses.Add(1)
+		return
+	}
+	m.recordSlot(base, shm.U64(mem, slotOff), w, true)
+}
+
+// recordSlot is recordRead for the slot at slot.
+func (m *Map) recordSlot(base int, slot *atomic.Uint64, w uint64, found bool) {
+	c := m.evictCounters(base)
+	if !found {
+		c.misses.Add(1)
+		return
+	}
+	c.hits.Add(1)
+	if w&slotFreqMask != slotFreqMask {
+		slot.CompareAndSwap(w, w+slotFreqOne)
+	}
+}
+
+// touch raises the access count of the entry at slot pos for a write
+// that keeps it, and returns its slot word.
+func (m *Map) touch(s *segment, pos uint32, w uint64) uint64 {
+	if w&slotFreqMask != slotFreqMask && s.slots[pos].CompareAndSwap(w, w+slotFreqOne) {
+		return w + slotFreqOne
+	}
+	return s.slots[pos].Load()
+}
+
+// track puts a new entry's item in its FIFO: the main one if its
+// fingerprint is a ghost's, else the small one.
+func (m *Map) track(s *segment, item uint64) {
+	a := m.evictArea(s)
+	if a.ghostHas(uint32(item >> 32)) {
+		a.main.push(item)
+	} else {
+		a.small.push(item)
+	}
+}
+
+func (a *evictArea) ghostBounds() (h, t uint64) {
+	h, t = a.ctl.ghostHead.Load(), a.ctl.ghostTail.Load()
+	if t < h || t-h > uint64(len(a.ghost)) {
+		a.ctl.ghostHead.Store(t)
+		h = t
+	}
+	return h, t
+}
+
+// ghostHas reports whether fingerprint fp is in the ghost FIFO (as its
+// last push under its index word; an older one is forgotten).
+func (a *evictArea) ghostHas(fp uint32) bool {
+	g := uint64(len(a.ghost))
+	b := uint64(a.ghostIndex[uint64(fp)%uint64(len(a.ghostIndex))].Load())
+	if b == 0 || b > g {
+		return false
+	}
+	h, t := a.ghostBounds()
+	if h == t {
+		return false
+	}
+	i := b - 1
+	last := t - 1 - (t-1+g-i)%g // the latest position below t at index i
+	return last >= h && last < t && a.ghost[i].Load() == fp
+}
+
+// ghostPush remembers fingerprint fp, forgetting the oldest beyond limit.
+func (a *evictArea) ghostPush(fp uint32, limit int) {
+	g := uint64(len(a.ghost))
+	h, t := a.ghostBounds()
+	for t-h >= uint64(min(limit, len(a.ghost))) {
+		h++
+	}
+	a.ctl.ghostHead.Store(h)
+	i := t % g
+	a.ghost[i].Store(fp)
+	a.ghostIndex[uint64(fp)%uint64(len(a.ghostIndex))].Store(uint32(i + 1))
+	a.ctl.ghostTail.Store(t + 1)
+}
+
+// noteExpiry lowers s's expiry watermark to x, an expiry time a write
+// just gave an entry.
+func (m *Map) noteExpiry(s *segment, x int64) {
+	ctl := m.evictArea(s).ctl
+	if at := ctl.sweepAt.Load(); at == 0 || uint64(x) < at {
+		ctl.sweepAt.Store(uint64(x))
+	}
+}
+
+// resolve looks up the entry an item names: its slot and word, if it is
+// still live where the item says.
+func (m *Map) resolve(s *segment, item uint64) (pos uint32, w uint64, e entry, ok bool) {
+	c := slotChunk(item)
+	e, ok = m.entryAt(s, c)
+	if !ok {
+		return 0, 0, entry{}, false
+	}
+	key := s.mem[e.keyOff() : e.keyOff()+e.keyLen]
+	h := m.hash(key)
+	if int(h.seg) != s.idx || h.match != item&^slotChunkMask {
+		return 0, 0, entry{}, false
+	}
+	pos, w, e, found, _ := m.find(s, key, h)
+	if !found || slotChunk(w) != c {
+		return 0, 0, entry{}, false
+	}
+	return pos, w, e, true
+}
+
+// makeRoomForInsert evicts from s until it holds fewer than its bound
+// of entries, for an insert. It reports an error only when nothing in s
+// can be evicted (every entry is pinned by value handles).
+func (m *Map) makeRoomForInsert(s *segment) error {
+	for int(s.hdr.count.Load()) >= m.evictCap {
+		if !m.evictOne(s) {
+			return m.nothingToEvict(s)
+		}
+	}
+	return nil
+}
+
+func (m *Map) nothingToEvict(s *segment) error {
+	return fmt.Errorf("%w: %s: segment %d holds %d entries that value handles pin; none can be evicted",
+		ErrFull, m.path, s.idx, s.hdr.count.Load())
+}
+
+// evictOne removes one entry of s, an expired one first, and reports
+// whether it could. The caller holds the lock with the version even.
+func (m *Map) evictOne(s *segment) bool {
+	a := m.evictArea(s)
+	if m.expiring && m.sweepDue(s, &a) {
+		n, next := m.sweepSegment(s, s.now)
+		a.ctl.sweepAt.Store(uint64(next))
+		a.ctl.sweepGate.Store(a.ctr.evictions.Load() + uint64(m.evictCap/16))
+		if n > 0 {
+			s.evicted = true
+			return true
+		}
+	}
+	rebuilt := false
+	budget := 4*(a.small.len()+a.main.len()) + 8
+	for try := 0; try < budget; try++ {
+		fromSmall := a.small.len() >= m.smallLimit() || a.main.len() == 0
+		q := a.main
+		if fromSmall {
+			q = a.small
+		}
+		item, ok := q.pop()
+		if !ok {
+			if rebuilt || s.hdr.count.Load() == 0 {
+				return false
+			}
+			m.rebuildFIFOs(s, &a)
+			rebuilt = true
+			budget = try + 4*a.main.len() + 8
+			continue
+		}
+		pos, w, e, live := m.resolve(s, item)
+		if !live {
+			continue
+		}
+		crash("evict.popped")
+		switch {
+		case w&slotPinned != 0 || slotChunk(w)+1 == s.protect:
+			a.main.push(item) // never evicted
+		case m.expiring && m.expired(s, e):
+			m.deleteLocked(s, pos, w, e)
+			m.counters().expiredRemoved.Add(1)
+			s.evicted = true
+			return true
+		case fromSmall && w&slotFreqMask > slotFreqOne:
+			// Read more than once while in the small FIFO: to the main one,
+			// its count starting again.
+			s.slots[pos].Store(w &^ slotFreqMask)
+			a.main.push(item)
+		case !fromSmall && w&slotFreqMask != 0:
+			s.slots[pos].Store(w - slotFreqOne)
+			a.main.push(item)
+		default:
+			if fromSmall {
+				a.ghostPush(uint32(item>>32), m.mainLimit())
+			}
+			bytes := uint64(m.chunksFor(e.keyLen, e.valLen)) << m.chunkShift
+			m.deleteLocked(s, pos, w, e)
+			crash("evict.deleted")
+			a.ctr.evictions.Add(1)
+			a.ctr.evictedBytes.Add(bytes)
+			s.evicted = true
+			return true
+		}
+	}
+	return false
+}
+
+// sweepDue reports whether an entry of s may have expired by the
+// operation's clock reading, and the sweep gate is open.
+func (m *Map) sweepDue(s *segment, a *evictArea) bool {
+	at := a.ctl.sweepAt.Load()
+	return at != 0 && int64(at) <= s.now && a.ctr.evictions.Load() >= a.ctl.sweepGate.Load()
+}
+
+// rebuildFIFOs puts every live entry of s in the main FIFO, in slot
+// order, for when the FIFOs ran dry while entries remain.
+func (m *Map) rebuildFIFOs(s *segment, a *evictArea) {
+	a.small.reset()
+	a.main.reset()
+	for i := range s.slots {
+		if w := s.slots[i].Load(); w&slotUsed != 0 && w&slotDetached == 0 {
+			a.main.push(itemOf(w))
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package offmap
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var evicting = Options{Entries: 2000, AverageKeySize: 16, AverageValueSize: 16, Segments: 4, Evict: true}
+
+// A map that evicts takes any number of distinct keys: no Put fails, it
+// never holds more than its bound, and what it holds reads back right.
+func TestEvictBound(t *testing.T) {
+	m := openTest(t, evicting)
+	for i := range 20000 {
+		if err := m.Put(key(i), val(i)); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		if n := m.Len(); n > 2000 {
+			t.Fatalf("after %d puts: %d entries, bound 2000", i+1, n)
+		}
+	}
+	st := m.Stats()
+	if st.Len < 1900 || st.Evictions != int64(20000-st.Len) {
+		t.Fatalf("Len %d, Evictions %d after 20000 puts", st.Len, st.Evictions)
+	}
+	present := 0
+	for i := range 20000 {
+		v, err := m.Get(key(i))
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			t.Fatal(err)
+		case string(v) != string(val(i)):
+			t.Fatalf("key %d: %q", i, v)
+		default:
+			present++
+		}
+	}
+	if present != st.Len {
+		t.Fatalf("%d keys read back, Len %d", present, st.Len)
+	}
+}
+
+// Keys read often survive a one-time scan of many cold keys.
+func TestEvictScanResistant(t *testing.T) {
+	m := openTest(t, evicting)
+	hot := 200
+	for range 5 {
+		for i := range hot {
+			if _, err := m.Get(key(i)); errors.Is(err, ErrNotFound) {
+				mustPut(t, m, key(i), val(i))
+			}
+		}
+	}
+	for i := range 10000 {
+		mustPut(t, m, key(1_000_000+i), val(i))
+	}
+	kept := 0
+	for i := range hot {
+		if ok, _ := m.Has(key(i)); ok {
+			kept++
+		}
+	}
+	if kept < hot*9/10 {
+		t.Fatalf("%d of %d hot keys survived a scan of 10000 cold ones", kept, hot)
+	}
+}
+
+// Entries that value handles point into are never evicted.
+func TestEvictSparesPinned(t *testing.T) {
+	m := openTest(t, evicting)
+	for i := 0; i < 300; i++ {
+		h, err := m.AcquireInt64(key(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Store(int64(i))
+	}
+	for i := range 50000 {
+		mustPut(t, m, key(10_000+i), val(i))
+	}
+	for i := range 300 {
+		v, err := m.Get(key(i))
+		if err != nil || len(v) != 8 || int(v[0])|int(v[1])<<8 != i {
+			t.Fatalf("pinned key %d: %x, %v", i, v, err)
+		}
+	}
+}
+
+// Expired entries are evicted before live ones.
+func TestEvictExpiredFirst(t *testing.T) {
+	opts := evicting
+	opts.Expiring = true
+	m := openTest(t, opts)
+	clock := time.Now().UnixNano()
+	now = func() int64 { return clock }
+	t.Cleanup(func() { now = func() int64 { return time.Now().UnixNano() } })
+	// Fill: half the room with entries that expire soon, the rest with
+	// entries that do not.
+	for i := range 4000 {
+		at := time.Time{}
+		if i%2 == 0 {
+			at = time.Unix(0, clock+int64(time.Second))
+		}
+		if err := m.PutExpiring(key(i), val(i), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := 0
+	for i := 1; i < 4000; i += 2 {
+		if ok, _ := m.Has(key(i)); ok {
+			live++
+		}
+	}
+	clock += int64(2 * time.Second)
+	for i := range 600 {
+		mustPut(t, m, key(100_000+i), val(i))
+	}
+	for i := 1; i < 4000; i += 2 {
+		if ok, _ := m.Has(key(i)); ok {
+			live--
+		}
+	}
+	if live != 0 {
+		t.Fatalf("%d live entries evicted while expired ones remained", live)
+	}
+}
+
+// Updates that need a larger value make room too, never losing the key
+// being updated.
+func TestEvictLargerValues(t *testing.T) {
+	m := openTest(t, Options{Entries: 1000, AverageKeySize: 16, AverageValueSize: 64, MaxValueSize: 4096, Segments: 2, Evict: true, MaxFileSize: 1 << 20})
+	rng := rand.New(rand.NewPCG(1, 2))
+	last := map[int]string{}
+	for i := range 20000 {
+		k := rng.IntN(3000)
+		v := fmt.Sprintf("%d:%0*d", i, 8+rng.IntN(4000), k)
+		if err := m.Put(key(k), []byte(v)); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		last[k] = v
+		if got, err := m.Get(key(k)); err != nil || string(got) != v {
+			t.Fatalf("key %d right after its put: %.20q, %v", k, got, err)
+		}
+	}
+	if st := m.Stats(); st.FileSize > 1<<20 {
+		t.Fatalf("file of %d bytes, bound %d", st.FileSize, 1<<20)
+	}
+	for k, v := range last {
+		got, err := m.Get(key(k))
+		if err == nil && string(got) != v {
+			t.Fatalf("key %d: a stale value", k)
+		} else if err != nil && !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A value that grows past the room left is stored after evicting others,
+// never its own entry, even when that entry is the next to go.
+func TestEvictSparesEntryBeingUpdated(t *testing.T) {
+	opts := Options{Entries: 100, AverageKeySize: 16, AverageValueSize: 100, MaxValueSize: 1000, Segments: 1, Evict: true}
+	probe := openTest(t, opts)
+	opts.MaxFileSize = probe.Stats().StartFileSize // no growth: room is made by evicting
+	m := openTest(t, opts)
+	for i := range 100 {
+		mustPut(t, m, key(i), make([]byte, 140))
+	}
+	big := make([]byte, 1000)
+	big[0] = 7
+	// key 0 is the oldest entry of the small FIFO, read once (by the
+	// update): the first candidate.
+	if err := m.Put(key(0), big); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.Get(key(0)); err != nil || len(v) != 1000 || v[0] != 7 {
+		t.Fatalf("key 0 after its update: %d bytes, %v", len(v), err)
+	}
+	if st := m.Stats(); st.Evictions == 0 || st.FileSize != st.StartFileSize {
+		t.Fatalf("%d evictions, file %d bytes from %d", st.Evictions, st.FileSize, st.StartFileSize)
+	}
+}
