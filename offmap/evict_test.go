@@ -1,11 +1,15 @@
 package offmap
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/offmap/offmap/values"
 )
 
 var evicting = Options{Entries: 2000, AverageKeySize: 16, AverageValueSize: 16, Segments: 4, Evict: true}
@@ -182,4 +186,120 @@ func TestEvictSparesEntryBeingUpdated(t *testing.T) {
 	if st := m.Stats(); st.Evictions == 0 || st.FileSize != st.StartFileSize {
 		t.Fatalf("%d evictions, file %d bytes from %d", st.Evictions, st.FileSize, st.StartFileSize)
 	}
+}
+
+// FuzzEvictOperations runs random operations on a small map that evicts
+// against a model that allows any key to have been evicted, but never a
+// wrong value; keys that value handles pin must never go.
+func FuzzEvictOperations(f *testing.F) {
+	f.Add([]byte{0, 1, 5, 0, 2, 9, 9, 3, 1, 4, 2, 9, 8, 0, 0, 0, 7, 7, 3, 1, 1})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		m, err := openHeap(Options{Entries: 16, AverageKeySize: 2, AverageValueSize: 8, MaxValueSize: 64, Segments: 2, Evict: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		model := map[string]string{} // what a key holds if it was not evicted
+		pins := map[string]values.Int64{}
+		counts := map[string]int64{}
+		// seen reconciles the model with an observation of k.
+		seen := func(op string, k []byte, v []byte, found bool) {
+			want, ok := model[string(k)]
+			switch {
+			case found && !ok:
+				t.Fatalf("%s(%q) = %q, a key never put or deleted", op, k, v)
+			case found && string(v) != want:
+				t.Fatalf("%s(%q) = %q, want %q", op, k, v, want)
+			case !found:
+				delete(model, string(k)) // evicted
+			}
+		}
+		for len(ops) >= 3 {
+			op, k, n := ops[0]%8, []byte{'k', ops[1] % 64}, int(ops[2])%65
+			ops = ops[3:]
+			v := bytes.Repeat([]byte{byte(n)}, n)
+			switch op {
+			case 0, 1:
+				if err := m.Put(k, v); err != nil {
+					t.Fatalf("Put: %v", err)
+				}
+				model[string(k)] = string(v)
+			case 2:
+				if _, err := m.Delete(k); err != nil {
+					t.Fatal(err)
+				}
+				delete(model, string(k))
+			case 3:
+				err := m.Update(k, func(old []byte, found bool) ([]byte, Op) {
+					seen("Update", k, old, found)
+					return append(old[:len(old):len(old)], 'u'), OpPut
+				})
+				switch {
+				case err == nil:
+					model[string(k)] += "u"
+				case errors.Is(err, ErrValueTooLarge):
+				default:
+					t.Fatalf("Update: %v", err)
+				}
+			case 4:
+				got, err := m.Get(k)
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					t.Fatal(err)
+				}
+				seen("Get", k, got, err == nil)
+			case 5:
+				cur, present := model[string(k)]
+				swapped, err := m.CompareAndSwap(k, []byte(cur), v)
+				if err != nil {
+					t.Fatalf("CompareAndSwap: %v", err)
+				}
+				if swapped {
+					if !present {
+						t.Fatalf("CompareAndSwap(%q) swapped a key never put", k)
+					}
+					model[string(k)] = string(v)
+				} else {
+					delete(model, string(k)) // it can only have been evicted
+				}
+			case 6:
+				stored, err := m.PutIfAbsent(k, v)
+				if err != nil {
+					t.Fatalf("PutIfAbsent: %v", err)
+				}
+				if stored {
+					model[string(k)] = string(v)
+				}
+			case 7: // a counter that a handle pins: never evicted
+				pk := []byte{'p', byte(n % 4)}
+				h, ok := pins[string(pk)]
+				if !ok {
+					if h, err = m.AcquireInt64(pk); err != nil {
+						t.Fatal(err)
+					}
+					pins[string(pk)] = h
+				}
+				h.Add(1)
+				counts[string(pk)]++
+			}
+			for pk, c := range counts {
+				got, err := m.Get([]byte(pk))
+				if err != nil || len(got) != 8 || int64(binary.LittleEndian.Uint64(got)) != c {
+					t.Fatalf("pinned %q = %x, %v; want %d", pk, got, err, c)
+				}
+			}
+		}
+		for k := range model {
+			got, err := m.Get([]byte(k))
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			seen("Get", []byte(k), got, err == nil)
+		}
+		if st := m.Stats(); st.Len > st.EvictBound {
+			t.Fatalf("Len %d, bound %d", st.Len, st.EvictBound)
+		}
+		if err := m.Check(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
