@@ -75,8 +75,8 @@ func TestToolsOutputParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(gathered) != len(tools) || len(gathered) != 18 {
-		t.Errorf("the tools print %d families, the collector gathers %d; want 18", len(tools), len(gathered))
+	if len(gathered) != len(tools) || len(gathered) != 22 {
+		t.Errorf("the tools print %d families, the collector gathers %d; want 22", len(tools), len(gathered))
 	}
 	for _, g := range gathered {
 		f := tools[g.GetName()]

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -169,4 +170,52 @@ func TestCreateSizeUnits(t *testing.T) {
 	}
 	fails(t, 2, `invalid value "1.5" for --entries: not a whole number`, "create", filepath.Join(t.TempDir(), "x.map"), "--entries", "1.5")
 	fails(t, 2, `invalid value "9EiB" for --max-file-size: too large`, "create", filepath.Join(t.TempDir(), "x.map"), "-max-file-size", "9EiB")
+}
+
+// TestCreateEvict: a map made with --evict takes any number of puts
+// within its bound, and stat reports its counters.
+func TestCreateEvict(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.map")
+	out := ok(t, "create", path, "--evict", "--entries", "100", "--segments", "1", "--avg-key", "8", "--avg-value", "8")
+	if !strings.Contains(out, "a cache of at most 100 entries") {
+		t.Errorf("create printed %q", out)
+	}
+	m, err := offmap.Open(path, offmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		if err := m.Put(fmt.Append(nil, "k", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A hit and a miss, counted by a process that may write the file;
+	// offmap get reads read-only, which counts nothing.
+	if _, err := m.Get([]byte("k999")); err != nil { // the last put
+		t.Fatal(err)
+	}
+	if _, err := m.Get([]byte("k-never")); !errors.Is(err, offmap.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "get", path, "k999")
+	fails(t, 1, "not found", "get", path, "k-never")
+	var st statJSON
+	if err := json.Unmarshal([]byte(ok(t, "stat", "--json", path)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Evict || st.EvictBound != 100 || st.Entries != 100 || st.Evictions != 900 || st.Hits != 1 || st.Misses != 1 {
+		t.Fatalf("stat --json: %+v", st)
+	}
+	if out := ok(t, "stat", path); !strings.Contains(out, "eviction       S3-FIFO, at most 100 entries") || !strings.Contains(out, "1 hits, 1 misses (50.0% hits), 900 evicted") {
+		t.Errorf("stat:\n%s", out)
+	}
+	// offmap copy keeps it a cache.
+	copied := filepath.Join(t.TempDir(), "copy.map")
+	ok(t, "copy", path, copied)
+	if st := statsOf(t, copied); !st.Evict || st.EvictBound != 100 || st.Len != 100 {
+		t.Fatalf("the copy: evict %v, bound %d, %d entries", st.Evict, st.EvictBound, st.Len)
+	}
 }

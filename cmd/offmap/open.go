@@ -78,6 +78,7 @@ type layout struct {
 	checksums                  bool
 	ttl                        time.Duration
 	expiring                   bool
+	evict                      bool
 	mode                       octalMode
 }
 
@@ -106,6 +107,7 @@ func (l *layout) define(fs *flag.FlagSet) {
 	fs.BoolVar(&l.checksums, "checksums", false, "keep a checksum in every entry, which verify and recover use to find entries a power cut tore")
 	fs.DurationVar(&l.ttl, "ttl", 0, "entries expire `DURATION` after each write (e.g. 30m); 'offmap sweep' reclaims them")
 	fs.BoolVar(&l.expiring, "expiring", false, "entries may expire (a time to live per write through the library), with no default --ttl")
+	fs.BoolVar(&l.evict, "evict", false, "make a cache: it holds at most --entries entries and its file at most --max-file-size bytes, and a put that needs room evicts entries unlikely to be read again (S3-FIFO) instead of failing")
 	l.mode = 0o600
 	fs.Var(&l.mode, "mode", "permission `BITS` of the new file, in octal")
 }
@@ -139,6 +141,7 @@ func (l *layout) options() offmap.Options {
 		ChecksumEntries:  l.checksums,
 		TTL:              l.ttl,
 		Expiring:         l.expiring,
+		Evict:            l.evict,
 		FileMode:         os.FileMode(l.mode),
 	}
 }
@@ -168,6 +171,7 @@ func (l *layout) fill(from layout) {
 	}
 	l.checksums = l.checksums || from.checksums
 	l.expiring = l.expiring || from.expiring
+	l.evict = l.evict || from.evict
 	if l.ttl == 0 {
 		l.ttl = from.ttl
 	}
@@ -186,6 +190,7 @@ func layoutOf(st offmap.Stats) layout {
 		checksums:   st.ChecksumEntries,
 		ttl:         st.TTL,
 		expiring:    st.Expiring,
+		evict:       st.Evict,
 	}
 }
 

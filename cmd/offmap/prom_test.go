@@ -44,8 +44,8 @@ func TestStatPrometheus(t *testing.T) {
 			t.Errorf("lacks %q:\n%s", w, out)
 		}
 	}
-	if n := strings.Count(out, "# HELP "); n != 8 || strings.Count(out, "# TYPE ") != 8 || strings.Count(out, "\n") != 8*4 {
-		t.Errorf("%d families, want 8 of two samples each:\n%s", n, out)
+	if n := strings.Count(out, "# HELP "); n != 12 || strings.Count(out, "# TYPE ") != 12 || strings.Count(out, "\n") != 12*4 {
+		t.Errorf("%d families, want 12 of two samples each:\n%s", n, out)
 	}
 	r := fails(t, 2, "", "stat", "--prometheus", a, filepath.Join(t.TempDir(), "missing.map"))
 	if r.stdout != "" {

@@ -82,10 +82,17 @@ type statJSON struct {
 	TTL              time.Duration `json:"ttl_ns"`
 	Expired          int           `json:"expired"` // expired entries that 'offmap sweep' would delete
 	// Events of every process since the file was made (header counters).
-	LockTakeovers  int           `json:"lock_takeovers"`  // segment locks taken over from a dead holder
-	Repairs        int           `json:"repairs"`         // segments repaired after a dead holder or damage
-	ExpiredRemoved int           `json:"expired_removed"` // expired entries deleted by writers and sweeps
-	PerSegment     []segmentJSON `json:"segments"`
+	LockTakeovers  int `json:"lock_takeovers"`  // segment locks taken over from a dead holder
+	Repairs        int `json:"repairs"`         // segments repaired after a dead holder or damage
+	ExpiredRemoved int `json:"expired_removed"` // expired entries deleted by writers and sweeps
+	// A map that evicts: its bound, and the counters of every process.
+	Evict        bool          `json:"evict"`
+	EvictBound   int           `json:"evict_bound,omitempty"` // entries at most
+	Hits         int64         `json:"hits"`
+	Misses       int64         `json:"misses"`
+	Evictions    int64         `json:"evictions"`
+	EvictedBytes int64         `json:"evicted_bytes"`
+	PerSegment   []segmentJSON `json:"segments"`
 }
 
 type segmentJSON struct {
@@ -152,6 +159,8 @@ func statOf(st offmap.Stats) statJSON {
 		ChecksumEntries: st.ChecksumEntries,
 		Expiring:        st.Expiring, TTL: st.TTL, Expired: st.Expired,
 		LockTakeovers: st.LockTakeovers, Repairs: st.Repairs, ExpiredRemoved: st.ExpiredRemoved,
+		Evict: st.Evict, EvictBound: st.EvictBound,
+		Hits: st.Hits, Misses: st.Misses, Evictions: st.Evictions, EvictedBytes: st.EvictedBytes,
 	}
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
@@ -202,6 +211,11 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 			ttl = "time to live " + st.TTL.String()
 		}
 		fmt.Fprintf(w, "expiry         %s; %d entries expired, awaiting 'offmap sweep'\n", ttl, st.Expired)
+	}
+	if st.Evict {
+		fmt.Fprintf(w, "eviction       S3-FIFO, at most %d entries and %s; %d hits, %d misses (%s hits), %d evicted (%s)\n",
+			st.EvictBound, cliargs.FormatSize(st.MaxFileSize), st.Hits, st.Misses,
+			pct(float64(st.Hits), float64(st.Hits+st.Misses)), st.Evictions, sized(st.EvictedBytes))
 	}
 	fmt.Fprintf(w, "events         %d lock takeovers of dead holders, %d segments repaired, %d expired entries removed\n",
 		st.LockTakeovers, st.Repairs, st.ExpiredRemoved)

@@ -21,10 +21,15 @@ var (
 	MapLockTakeovers  = &Desc{"offmap_map_lock_takeovers_total", "Segment locks taken over from a dead holder, by every process.", Counter, []string{"path"}}
 	MapRepairs        = &Desc{"offmap_map_repairs_total", "Segments repaired after a dead holder or damage, by every process.", Counter, []string{"path"}}
 	MapExpiredEntries = &Desc{"offmap_map_expired_entries_total", "Expired entries removed by writers and sweeps, by every process.", Counter, []string{"path"}}
+	MapHits           = &Desc{"offmap_map_hits_total", "Reads that found their key, in a map that evicts, by every process that may write the file.", Counter, []string{"path"}}
+	MapMisses         = &Desc{"offmap_map_misses_total", "Reads that did not find their key, in a map that evicts, by every process that may write the file.", Counter, []string{"path"}}
+	MapEvictions      = &Desc{"offmap_map_evictions_total", "Entries evicted to make room, by every process.", Counter, []string{"path"}}
+	MapEvictedBytes   = &Desc{"offmap_map_evicted_bytes_total", "Bytes of entry space freed by evictions, by every process.", Counter, []string{"path"}}
 )
 
 // MapDescs lists the metrics of a map.
-var MapDescs = []*Desc{MapEntries, MapUsedBytes, MapFileBytes, MapMaxFileBytes, MapGrowthSteps, MapLockTakeovers, MapRepairs, MapExpiredEntries}
+var MapDescs = []*Desc{MapEntries, MapUsedBytes, MapFileBytes, MapMaxFileBytes, MapGrowthSteps, MapLockTakeovers, MapRepairs, MapExpiredEntries,
+	MapHits, MapMisses, MapEvictions, MapEvictedBytes}
 
 // MapSamples are the samples of a map's Stats, labelled with path.
 func MapSamples(path string, st offmap.Stats) []Sample {
@@ -38,6 +43,10 @@ func MapSamples(path string, st offmap.Stats) []Sample {
 		{MapLockTakeovers, l, float64(st.LockTakeovers)},
 		{MapRepairs, l, float64(st.Repairs)},
 		{MapExpiredEntries, l, float64(st.ExpiredRemoved)},
+		{MapHits, l, float64(st.Hits)},
+		{MapMisses, l, float64(st.Misses)},
+		{MapEvictions, l, float64(st.Evictions)},
+		{MapEvictedBytes, l, float64(st.EvictedBytes)},
 	}
 }
 
