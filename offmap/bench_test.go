@@ -98,6 +98,11 @@ func cleanupBench() {
 	if bench.grown != nil {
 		bench.grown.Close()
 	}
+	for _, m := range []*Map{evictBench.off, evictBench.on, evictBench.full} {
+		if m != nil {
+			m.Close()
+		}
+	}
 	if bench.m != nil {
 		bench.m.Close()
 		os.RemoveAll(bench.dir)

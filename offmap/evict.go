@@ -42,20 +42,25 @@ import (
 //	 64    64  evictCounters: hits, misses, evictions, evicted bytes
 //	128   8*R  small FIFO: items (below)
 //	  .   8*R  main FIFO: items
-//	  .   4*C  ghost FIFO: fingerprints (bits 32-63 of an item)
-//	  .   8*C  ghost index: 2C words, by fingerprint mod 2C: 1 + the ghost
-//	           FIFO index it was last pushed at, 0 for none
+//	  .   8*C  ghosts: 2C 4-byte words, by fingerprint mod 2C: the high 16
+//	           bits of the fingerprint last evicted there, and the ghost
+//	           epoch it was evicted in (low 16 bits); 0 for none
 //
 // FIFO positions count pushes and pops from 0; position p is at index
 // p mod size. An item is an entry's slot word without the pinned,
-// detached and access-count bits: used bit, hash fraction, tag and chunk.
+// detached and access-count bits: used bit, hash fraction, tag and chunk;
+// its fingerprint is its bits 32-63. The ghosts are a FIFO without a
+// queue: ghostTail counts the fingerprints put there, an epoch is
+// ghostEpoch(C) of them, and a ghost of this epoch or the one before
+// counts (the last 2/3 to 4/3 of as many as the main FIFO holds, as in
+// the paper). Looking one up or adding one touches one word.
 
 // evictControl is the first cache line of an eviction area, written only
 // with the segment lock held.
 type evictControl struct {
 	smallHead, smallTail atomic.Uint64
 	mainHead, mainTail   atomic.Uint64
-	ghostHead, ghostTail atomic.Uint64
+	_, ghostTail         atomic.Uint64
 	// sweepAt: no entry written since the last sweep expires before it
 	// (Unix nanoseconds; 0 when none expires). sweepGate: the eviction
 	// count before which no sweep runs again, so that entries that expire
@@ -80,8 +85,12 @@ func fifoCap(c int) int { return c + c/4 + 8 }
 
 // evictAreaBytes is the size of a segment's eviction area, padded to 64.
 func evictAreaBytes(c int) int {
-	return shm.Pad(evictHeadBytes+2*8*fifoCap(c)+4*c+8*c, 64)
+	return shm.Pad(evictHeadBytes+2*8*fifoCap(c)+8*c, 64)
 }
+
+// ghostEpoch is how many ghosts make an epoch where a segment holds at
+// most c entries: two thirds of the main FIFO's share.
+func ghostEpoch(c int) uint64 { return uint64(max(mainLimit(c)*2/3, 1)) }
 
 // fifo is a ring of items in the file.
 type fifo struct {
@@ -125,30 +134,46 @@ func (q fifo) pop() (uint64, bool) {
 
 func (q fifo) reset() { q.head.Store(q.tail.Load()) }
 
+// peek returns the item pop would return.
+func (q fifo) peek() (uint64, bool) {
+	h, t := q.bounds()
+	if h == t {
+		return 0, false
+	}
+	return q.items[h%uint64(len(q.items))].Load(), true
+}
+
 // evictArea is a view of a segment's eviction area.
 type evictArea struct {
 	ctl         *evictControl
 	ctr         *evictCounters
 	small, main fifo
-	ghost       []atomic.Uint32
-	ghostIndex  []atomic.Uint32
+	ghosts      []atomic.Uint32
+	epoch       uint64 // ghostEpoch
 }
 
-func (m *Map) evictArea(s *segment) evictArea {
-	off := s.base + int(m.hdr.EvictOff)
+// evictAreas makes the views of every segment's eviction area, once at
+// open: they lie in the file's first bytes, which never move.
+func (m *Map) evictAreas() []evictArea {
+	areas := make([]evictArea, m.hdr.Segments)
 	c, r := m.evictCap, fifoCap(m.evictCap)
-	ctl := shm.Overlay[evictControl](m.mem, off)
-	small := off + evictHeadBytes
-	ghost := small + 16*r
-	return evictArea{
-		ctl:        ctl,
-		ctr:        shm.Overlay[evictCounters](m.mem, off+64),
-		small:      fifo{&ctl.smallHead, &ctl.smallTail, shm.U64s(m.mem, small, r)},
-		main:       fifo{&ctl.mainHead, &ctl.mainTail, shm.U64s(m.mem, small+8*r, r)},
-		ghost:      shm.U32s(m.mem, ghost, c),
-		ghostIndex: shm.U32s(m.mem, ghost+4*c, 2*c),
+	for i := range areas {
+		off := int(m.hdr.SegmentsOff) + i*int(m.hdr.SegmentStride) + int(m.hdr.EvictOff)
+		ctl := shm.Overlay[evictControl](m.mem, off)
+		small := off + evictHeadBytes
+		areas[i] = evictArea{
+			ctl:    ctl,
+			ctr:    shm.Overlay[evictCounters](m.mem, off+64),
+			small:  fifo{&ctl.smallHead, &ctl.smallTail, shm.U64s(m.mem, small, r)},
+			main:   fifo{&ctl.mainHead, &ctl.mainTail, shm.U64s(m.mem, small+8*r, r)},
+			ghosts: shm.U32s(m.mem, small+16*r, 2*c),
+			epoch:  ghostEpoch(c),
+		}
 	}
+	return areas
 }
+
+func (m *Map) evictArea(s *segment) *evictArea { return &m.areas[s.idx] }
 
 // evictCounters returns the counters of the segment whose initial body
 // is at base.
@@ -156,10 +181,10 @@ func (m *Map) evictCounters(base int) *evictCounters {
 	return shm.Overlay[evictCounters](m.mem, base+int(m.hdr.EvictOff)+64)
 }
 
-// smallLimit and mainLimit share a segment's room: 10 % for the small
-// FIFO, the rest for the main one (and as many ghosts).
-func (m *Map) smallLimit() int { return max(m.evictCap/10, 1) }
-func (m *Map) mainLimit() int  { return max(m.evictCap-m.smallLimit(), 1) }
+// smallLimit and mainLimit share a segment's room of c entries: 10 % for
+// the small FIFO, the rest for the main one.
+func smallLimit(c int) int { return max(c/10, 1) }
+func mainLimit(c int) int  { return max(c-smallLimit(c), 1) }
 
 // itemOf is the FIFO item of the entry whose slot word is w.
 func itemOf(w uint64) uint64 { return w &^ (slotPinned | slotDetached | slotFreqMask) }
@@ -209,43 +234,26 @@ func (m *Map) track(s *segment, item uint64) {
 	}
 }
 
-func (a *evictArea) ghostBounds() (h, t uint64) {
-	h, t = a.ctl.ghostHead.Load(), a.ctl.ghostTail.Load()
-	if t < h || t-h > uint64(len(a.ghost)) {
-		a.ctl.ghostHead.Store(t)
-		h = t
-	}
-	return h, t
+// ghostWord returns fingerprint fp's ghost word and the 16 bits of fp
+// it holds.
+func (a *evictArea) ghostWord(fp uint32) (*atomic.Uint32, uint32) {
+	return &a.ghosts[uint64(fp)%uint64(len(a.ghosts))], fp >> 16
 }
 
-// ghostHas reports whether fingerprint fp is in the ghost FIFO (as its
-// last push under its index word; an older one is forgotten).
+// ghostHas reports whether fingerprint fp was evicted from the small FIFO
+// in this ghost epoch or the one before.
 func (a *evictArea) ghostHas(fp uint32) bool {
-	g := uint64(len(a.ghost))
-	b := uint64(a.ghostIndex[uint64(fp)%uint64(len(a.ghostIndex))].Load())
-	if b == 0 || b > g {
-		return false
-	}
-	h, t := a.ghostBounds()
-	if h == t {
-		return false
-	}
-	i := b - 1
-	last := t - 1 - (t-1+g-i)%g // the latest position below t at index i
-	return last >= h && last < t && a.ghost[i].Load() == fp
+	w, tag := a.ghostWord(fp)
+	g := w.Load()
+	now := uint32(a.ctl.ghostTail.Load() / a.epoch)
+	return g>>16 == tag && uint16(now-g) <= 1
 }
 
-// ghostPush remembers fingerprint fp, forgetting the oldest beyond limit.
-func (a *evictArea) ghostPush(fp uint32, limit int) {
-	g := uint64(len(a.ghost))
-	h, t := a.ghostBounds()
-	for t-h >= uint64(min(limit, len(a.ghost))) {
-		h++
-	}
-	a.ctl.ghostHead.Store(h)
-	i := t % g
-	a.ghost[i].Store(fp)
-	a.ghostIndex[uint64(fp)%uint64(len(a.ghostIndex))].Store(uint32(i + 1))
+// ghostPush remembers fingerprint fp as evicted now.
+func (a *evictArea) ghostPush(fp uint32) {
+	t := a.ctl.ghostTail.Load()
+	w, tag := a.ghostWord(fp)
+	w.Store(tag<<16 | uint32(uint16(t/a.epoch)))
 	a.ctl.ghostTail.Store(t + 1)
 }
 
@@ -258,24 +266,65 @@ func (m *Map) noteExpiry(s *segment, x int64) {
 	}
 }
 
-// resolve looks up the entry an item names: its slot and word, if it is
-// still live where the item says.
+// resolve finds the entry an item names, if it is still live where the
+// item says: the item's bits are those of its slot word, so the slot is
+// found by probing from their home, without reading a key.
 func (m *Map) resolve(s *segment, item uint64) (pos uint32, w uint64, e entry, ok bool) {
-	c := slotChunk(item)
-	e, ok = m.entryAt(s, c)
-	if !ok {
+	n := uint32(len(s.slots))
+	if n == 0 || item&slotUsed == 0 {
 		return 0, 0, entry{}, false
 	}
-	key := s.mem[e.keyOff() : e.keyOff()+e.keyLen]
-	h := m.hash(key)
-	if int(h.seg) != s.idx || h.match != item&^slotChunkMask {
-		return 0, 0, entry{}, false
+	i := homeIn(item, int(n))
+	for range n {
+		w = s.slots[i].Load()
+		if w == 0 {
+			break
+		}
+		if itemOf(w) == item && w&slotDetached == 0 {
+			e, ok = m.entryAt(s, slotChunk(w))
+			return i, w, e, ok
+		}
+		i = next(i, n)
 	}
-	pos, w, e, found, _ := m.find(s, key, h)
-	if !found || slotChunk(w) != c {
-		return 0, 0, entry{}, false
+	return 0, 0, entry{}, false
+}
+
+// prefetchFIFOs starts bringing in the lines of s's FIFOs that an insert
+// that evicts touches: the small FIFO's tail, and the head it evicts from.
+func (m *Map) prefetchFIFOs(a *evictArea) {
+	h, t := a.ctl.smallHead.Load(), a.ctl.smallTail.Load()
+	n := uint64(len(a.small.items))
+	shm.PrefetchObject(&a.small.items[t%n])
+	shm.PrefetchObject(&a.small.items[h%n])
+	if h, t := a.ctl.mainHead.Load(), a.ctl.mainTail.Load(); h != t {
+		shm.PrefetchObject(&a.main.items[h%uint64(len(a.main.items))])
 	}
-	return pos, w, e, true
+}
+
+// prefetchVictim starts bringing in the slot and entry of the item the
+// next eviction from s will look at first, while this write goes on.
+func (m *Map) prefetchVictim(s *segment, a *evictArea) {
+	q, small := a.main, a.small.len() >= smallLimit(m.evictCap) || a.main.len() == 0
+	if small {
+		q = a.small
+	}
+	item, ok := q.peek()
+	if !ok || len(s.slots) == 0 {
+		return
+	}
+	shm.PrefetchObject(&s.slots[homeIn(item, len(s.slots))])
+	if small { // where it goes if it is evicted
+		g, _ := a.ghostWord(uint32(item >> 32))
+		shm.PrefetchWord(g)
+	}
+	if off, end, ok := m.chunkAt(s, slotChunk(item)); ok && off < end {
+		shm.Prefetch(s.mem, off)
+	}
+	if k, i := m.extentOf(slotChunk(item)); k >= 0 {
+		if bm := m.bitmap(s, k); i>>6 < len(bm) {
+			shm.PrefetchObject(&bm[i>>6]) // freed if it goes
+		}
+	}
 }
 
 // makeRoomForInsert evicts from s until it holds fewer than its bound
@@ -299,7 +348,7 @@ func (m *Map) nothingToEvict(s *segment) error {
 // whether it could. The caller holds the lock with the version even.
 func (m *Map) evictOne(s *segment) bool {
 	a := m.evictArea(s)
-	if m.expiring && m.sweepDue(s, &a) {
+	if m.expiring && m.sweepDue(s, a) {
 		n, next := m.sweepSegment(s, s.now)
 		a.ctl.sweepAt.Store(uint64(next))
 		a.ctl.sweepGate.Store(a.ctr.evictions.Load() + uint64(m.evictCap/16))
@@ -311,7 +360,7 @@ func (m *Map) evictOne(s *segment) bool {
 	rebuilt := false
 	budget := 4*(a.small.len()+a.main.len()) + 8
 	for try := 0; try < budget; try++ {
-		fromSmall := a.small.len() >= m.smallLimit() || a.main.len() == 0
+		fromSmall := a.small.len() >= smallLimit(m.evictCap) || a.main.len() == 0
 		q := a.main
 		if fromSmall {
 			q = a.small
@@ -321,7 +370,7 @@ func (m *Map) evictOne(s *segment) bool {
 			if rebuilt || s.hdr.count.Load() == 0 {
 				return false
 			}
-			m.rebuildFIFOs(s, &a)
+			m.rebuildFIFOs(s, a)
 			rebuilt = true
 			budget = try + 4*a.main.len() + 8
 			continue
@@ -349,14 +398,18 @@ func (m *Map) evictOne(s *segment) bool {
 			a.main.push(item)
 		default:
 			if fromSmall {
-				a.ghostPush(uint32(item>>32), m.mainLimit())
+				a.ghostPush(uint32(item >> 32))
 			}
 			bytes := uint64(m.chunksFor(e.keyLen, e.valLen)) << m.chunkShift
 			m.deleteLocked(s, pos, w, e)
 			crash("evict.deleted")
+			// The next allocation, very likely of about this size, looks
+			// here first rather than scanning a full bitmap up to it.
+			s.hdr.allocHint.Store(uint64(slotChunk(w)))
 			a.ctr.evictions.Add(1)
 			a.ctr.evictedBytes.Add(bytes)
 			s.evicted = true
+			m.prefetchVictim(s, a)
 			return true
 		}
 	}

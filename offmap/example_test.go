@@ -291,6 +291,39 @@ func ExampleMap_PutTTL() {
 	// swept 1 left 1
 }
 
+// A cache shared by every process on the host: the map holds at most
+// Entries entries (and its file at most MaxFileSize bytes), and a Put
+// that needs room evicts entries unlikely to be read again. Here a hot
+// key, read on each pass, survives a stream of keys read once.
+func ExampleOptions_evict() {
+	path, cleanup := tempMap()
+	defer cleanup()
+	m, err := offmap.Open(path, offmap.Options{Entries: 1000, Segments: 1, AverageKeySize: 8, AverageValueSize: 8, Evict: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+
+	if err := m.Put([]byte("hot"), []byte("often")); err != nil {
+		log.Fatal(err)
+	}
+	for i := range 100_000 {
+		if i%100 == 0 {
+			if _, err := m.Get([]byte("hot")); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if err := m.Put(fmt.Appendf(nil, "once-%d", i), []byte("x")); err != nil {
+			log.Fatal(err) // never ErrFull
+		}
+	}
+	v, err := m.Get([]byte("hot"))
+	st := m.Stats()
+	fmt.Println(string(v), err, st.Len, st.Evictions)
+	// Output:
+	// often <nil> 1000 99001
+}
+
 // Entry checksums: chosen when the file is created, kept by every write.
 // After a power cut, Check reports entries whose bytes do not match their
 // checksum (a write the disk tore) and Recover drops them, so a reader

@@ -49,6 +49,7 @@ type Map struct {
 	// less the access count where the map evicts).
 	evict     bool
 	evictCap  int
+	areas     []evictArea // of each segment, where the map evicts
 	matchBits uint64
 	area0Len  int // bytes of extent 0
 	readOnly  bool
@@ -201,6 +202,7 @@ func newMap(path string, h header, mem []byte, readOnly bool, w *shm.Witness, op
 	m.area0Len = int(h.ChunksPerSegment) << m.chunkShift
 	if m.evict {
 		m.matchBits = slotMatch &^ slotFreqMask
+		m.areas = m.evictAreas()
 	}
 	m.view.Store(&mem)
 	m.bufs = make([][]byte, h.Segments)
@@ -300,6 +302,9 @@ func (m *Map) withKey(key []byte, f func(s segment, h keyHash) error) error {
 	defer m.exitWrite()
 	h := m.hash(key)
 	s := m.segment(h.seg)
+	if m.evict {
+		shm.PrefetchObject(m.areas[h.seg].ctl) // while the lock is taken
+	}
 	if err := m.lock(&s); err != nil {
 		return err
 	}

@@ -94,6 +94,12 @@ func (m *Map) putLocked(s *segment, key, value []byte, h keyHash) error {
 func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte, flags uint64) (entry, error) {
 	evicting := m.evict && !s.inTx
 	if evicting {
+		a := m.evictArea(s)
+		w, _ := a.ghostWord(uint32(h.match >> 32))
+		shm.PrefetchWord(w) // track reads it, after the eviction
+		if int(s.hdr.count.Load()) >= m.evictCap {
+			m.prefetchFIFOs(a)
+		}
 		s.evicted = false
 		if err := m.makeRoomForInsert(s); err != nil {
 			return entry{}, err

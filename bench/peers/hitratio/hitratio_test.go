@@ -29,6 +29,9 @@ func TestPoliciesBasics(t *testing.T) {
 	for _, p := range Policies {
 		library := p.Name == "otter v2" || p.Name == "theine" || p.Name == "ristretto v2"
 		c := p.New(100)
+		if cl, ok := c.(interface{ Close() error }); ok {
+			defer cl.Close()
+		}
 		repeats, missed := 0, 0
 		for i := range 20000 {
 			k := uint64(rng.IntN(1000))
@@ -80,6 +83,11 @@ func TestScanResistance(t *testing.T) {
 	}
 	if r := hotAfterScan(NewS3FIFO(200)); r < 0.9 {
 		t.Errorf("S3-FIFO kept %.0f %% of the hot set through the scan, want at least 90 %%", 100*r)
+	}
+	c := NewOffmap(200)
+	defer c.Close()
+	if r := hotAfterScan(c); r < 0.9 {
+		t.Errorf("offmap kept %.0f %% of the hot set through the scan, want at least 90 %%", 100*r)
 	}
 }
 

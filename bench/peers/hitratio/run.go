@@ -15,11 +15,15 @@ var Policies = []Policy{
 	{"otter v2", func(n int) Cache { return NewOtter(n) }},
 	{"theine", func(n int) Cache { return NewTheine(n) }},
 	{"ristretto v2", func(n int) Cache { return NewRistretto(n) }},
+	{"offmap (Evict)", func(n int) Cache { return NewOffmap(n) }},
 }
 
 // HitRatio plays t through c and returns the fraction of hits among the
 // requests after the first warm ones.
 func HitRatio(c Cache, t Trace, warm int) float64 {
+	if cl, ok := c.(interface{ Close() error }); ok {
+		defer cl.Close()
+	}
 	hits, n := 0, 0
 	for i, k := range t.Keys {
 		hit := c.Access(k)
