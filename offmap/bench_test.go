@@ -605,7 +605,7 @@ func init() {
 	// bench-gets opens MAP read-only, says "ready", and on "go" from stdin
 	// makes N Gets of BenchmarkGet's keys in its order, checking each value.
 	children["bench-gets"] = func() error {
-		m, err := Open(os.Getenv("MAP"), Options{ReadOnly: true})
+		m, err := Open(os.Getenv("MAP"), Options{ReadOnly: os.Getenv("WRITABLE") == ""})
 		if err != nil {
 			return err
 		}
@@ -658,7 +658,18 @@ func getLoop(m *Map, keys [][]byte, n int) error {
 // lock-free reads share nothing but the mapped lines). The ratio comes
 // from one run; the child's start-up is outside the timing.
 func BenchmarkTwoProcessesGet(b *testing.B) {
-	m := benchMap(b)
+	benchTwoProcessesGet(b, benchMap(b), filepath.Join(bench.dir, "bench.map"), false)
+}
+
+// BenchmarkTwoProcessesGetEvict is BenchmarkTwoProcessesGet on a map
+// that evicts, the second process opening it writable as a cache's users
+// do: both count hits and raise access counts in the file.
+func BenchmarkTwoProcessesGetEvict(b *testing.B) {
+	_, on := evictBenchMaps(b)
+	benchTwoProcessesGet(b, on, on.Path(), true)
+}
+
+func benchTwoProcessesGet(b *testing.B, m *Map, path string, writable bool) {
 	keys := bench.keys
 	n := max(b.N, benchEntries)
 	runtime.GC()                                           // none left from building the map, to slow one phase alone
@@ -674,7 +685,11 @@ func BenchmarkTwoProcessesGet(b *testing.B) {
 	}
 	one := alone()
 
-	cmd := child(b, "bench-gets", "MAP="+filepath.Join(bench.dir, "bench.map"), "N="+strconv.Itoa(n))
+	env := []string{"MAP=" + path, "N=" + strconv.Itoa(n)}
+	if writable {
+		env = append(env, "WRITABLE=1")
+	}
+	cmd := child(b, "bench-gets", env...)
 	cmd.Stderr = os.Stderr
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()

@@ -82,7 +82,10 @@ type Options struct {
 	// docs/MAP.md) rather than returning ErrFull. Entries that value
 	// handles point into are never evicted; expired ones go first. The
 	// bound is kept per segment: each holds Entries/Segments at most.
-	// Only at creation.
+	// UpdateKeys does not evict: its inserts may pass a segment's share
+	// until the next insert there, and it returns ErrFull at MaxFileSize.
+	// Processes that open the map ReadOnly record no accesses. Only at
+	// creation.
 	Evict bool
 	// Expiring lets entries expire (PutTTL, PutExpiring) in a map with no
 	// TTL. Every entry then keeps an expiry time, and Get reads the clock

@@ -24,14 +24,29 @@ func NewOffmap(capacity int) *Offmap {
 	if err != nil {
 		panic(err)
 	}
-	m, err := offmap.Open(filepath.Join(dir, "cache.map"), offmap.Options{
-		Entries: capacity, Segments: offmapSegments(capacity), AverageKeySize: 8, AverageValueSize: 8, Evict: true,
-	})
+	c, err := OpenOffmap(filepath.Join(dir, "cache.map"), capacity)
 	if err != nil {
 		panic(err)
 	}
-	return &Offmap{m: m, dir: dir}
+	c.dir = dir
+	return c
 }
+
+// OpenOffmap opens the cache at path, making it for capacity entries if
+// it does not exist: for several processes on one cache. Its Close
+// leaves the file.
+func OpenOffmap(path string, capacity int) (*Offmap, error) {
+	m, err := offmap.Open(path, offmap.Options{
+		Entries: capacity, Segments: offmapSegments(capacity), AverageKeySize: 8, AverageValueSize: 8, Evict: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Offmap{m: m}, nil
+}
+
+// Stats is the map's.
+func (c *Offmap) Stats() offmap.Stats { return c.m.Stats() }
 
 // offmapSegments is about one segment per 1024 entries, a power of two
 // that divides capacity, so that the segments' bounds add up to it.
@@ -61,6 +76,8 @@ func (c *Offmap) Len() int { return c.m.Len() }
 // Close closes the map and removes its file.
 func (c *Offmap) Close() error {
 	err := c.m.Close()
-	os.RemoveAll(c.dir)
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
 	return err
 }

@@ -2,7 +2,10 @@
 // package hitratio on each trace, at capacities of 1 % and 10 % of the
 // keys, as a Markdown table (docs/COMPARISON.md).
 //
-//	go run ./cmd/hitratio [-keys 1000000] [-requests 3000000]
+//	go run ./cmd/hitratio [-keys 1000000] [-requests 3000000] [-shared]
+//
+// -shared compares one cache shared by two processes instead: offmap's
+// map that evicts against Redis with allkeys-lru (shared.go).
 package main
 
 import (
@@ -19,7 +22,22 @@ import (
 func main() {
 	keys := flag.Int("keys", 1_000_000, "distinct keys of the Zipf traces")
 	requests := flag.Int("requests", 3_000_000, "requests per trace; the first third warms the cache and is not counted")
+	sharedOnly := flag.Bool("shared", false, "compare one cache shared by two processes: offmap against Redis")
 	flag.Parse()
+	if *childPart >= 0 {
+		if err := runChild(*keys, *requests); err != nil {
+			fmt.Fprintln(os.Stderr, "hitratio:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *sharedOnly {
+		if err := shared(*keys, *requests); err != nil {
+			fmt.Fprintln(os.Stderr, "hitratio:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	start := time.Now()
 	fmt.Printf("keys %d, requests %d per trace (hit ratios over the last two thirds); %s/%s, %s\n\n",
 		*keys, *requests, runtime.GOOS, runtime.GOARCH, start.UTC().Format(time.RFC3339))
