@@ -74,6 +74,11 @@ func (m *Map) Put(key, value []byte) error {
 }
 
 func (m *Map) putLocked(s *segment, key, value []byte, h keyHash) error {
+	if m.evict && int(s.hdr.count.Load()) >= m.evictCap {
+		// An insert will evict: its victim's lines load while the key is
+		// looked up.
+		m.prefetchVictim(s, m.evictArea(s))
+	}
 	pos, w, e, found, bad := m.findLive(s, key, h)
 	switch {
 	case found:
