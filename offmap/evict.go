@@ -2,6 +2,7 @@ package offmap
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/offmap/offmap/internal/shm"
@@ -359,7 +360,17 @@ func (m *Map) evictOne(s *segment) bool {
 	}
 	rebuilt := false
 	budget := 4*(a.small.len()+a.main.len()) + 8
-	for try := 0; try < budget; try++ {
+	for try := 0; ; try++ {
+		if try == budget {
+			// Only entries that must stay went round: those no item
+			// names may be elsewhere in the segment.
+			if rebuilt {
+				return false
+			}
+			m.rebuildFIFOs(s, a)
+			rebuilt = true
+			budget = try + 4*a.main.len() + 8
+		}
 		fromSmall := a.small.len() >= smallLimit(m.evictCap) || a.main.len() == 0
 		q := a.main
 		if fromSmall {
@@ -381,7 +392,7 @@ func (m *Map) evictOne(s *segment) bool {
 		}
 		crash("evict.popped")
 		switch {
-		case w&slotPinned != 0 || slotChunk(w)+1 == s.protect:
+		case w&slotPinned != 0 || slotChunk(w)+1 == s.protect || slices.Contains(s.protectAll, slotChunk(w)):
 			a.main.push(item) // never evicted
 		case m.expiring && m.expired(s, e):
 			m.deleteLocked(s, pos, w, e)
@@ -413,7 +424,6 @@ func (m *Map) evictOne(s *segment) bool {
 			return true
 		}
 	}
-	return false
 }
 
 // sweepDue reports whether an entry of s may have expired by the
@@ -433,4 +443,41 @@ func (m *Map) rebuildFIFOs(s *segment, a *evictArea) {
 			a.main.push(itemOf(w))
 		}
 	}
+}
+
+// roomForKeys makes room, for UpdateKeys, in the segments segs of keys
+// that evict: each ends with room for its inserts within its bound, and
+// when room (true) evicts one more entry from each segment that takes a
+// new value, for a transaction that found no room for its values. The
+// entries the transaction read are spared. It reports whether it
+// evicted anything; the versions are even, no transaction begun.
+func (m *Map) roomForKeys(segs []segment, keys [][]byte, sc *keysScratch, ops []Op, room bool) bool {
+	evicted := false
+	for j := range segs {
+		s := &segs[j]
+		inserts, puts := 0, 0
+		s.protectAll = s.protectAll[:0]
+		for i := range keys {
+			if sc.keySeg[i] != j {
+				continue
+			}
+			if sc.found[i] {
+				s.protectAll = append(s.protectAll, sc.chunk[i])
+			}
+			if ops[i] == OpPut {
+				puts++
+				if !sc.found[i] {
+					inserts++
+				}
+			}
+		}
+		for int(s.hdr.count.Load())+inserts > m.evictCap && m.evictOne(s) {
+			evicted = true
+		}
+		if room && puts > 0 && m.evictOne(s) {
+			evicted = true
+		}
+		s.protectAll = s.protectAll[:0]
+	}
+	return evicted
 }

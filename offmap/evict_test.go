@@ -215,7 +215,7 @@ func FuzzEvictOperations(f *testing.F) {
 			}
 		}
 		for len(ops) >= 3 {
-			op, k, n := ops[0]%8, []byte{'k', ops[1] % 64}, int(ops[2])%65
+			op, k, n := ops[0]%9, []byte{'k', ops[1] % 64}, int(ops[2])%65
 			ops = ops[3:]
 			v := bytes.Repeat([]byte{byte(n)}, n)
 			switch op {
@@ -280,6 +280,31 @@ func FuzzEvictOperations(f *testing.F) {
 				}
 				h.Add(1)
 				counts[string(pk)]++
+			case 8: // UpdateKeys appends to two keys, inserting those absent
+				keys := [][]byte{k, {'k', (ops0(k) + 1 + byte(n)) % 64}}
+				if string(keys[0]) == string(keys[1]) {
+					continue
+				}
+				var want [2]string
+				err := m.UpdateKeys(keys, func(vs [][]byte, found []bool) ([][]byte, []Op) {
+					out := make([][]byte, 2)
+					for i := range 2 {
+						seen("UpdateKeys", keys[i], vs[i], found[i])
+						out[i] = append(bytes.Clone(vs[i]), 'x')
+						if !found[i] {
+							out[i] = v
+						}
+						want[i] = string(out[i])
+					}
+					return out, []Op{OpPut, OpPut}
+				})
+				switch {
+				case err == nil:
+					model[string(keys[0])], model[string(keys[1])] = want[0], want[1]
+				case errors.Is(err, ErrValueTooLarge):
+				default:
+					t.Fatalf("UpdateKeys: %v", err)
+				}
 			}
 			for pk, c := range counts {
 				got, err := m.Get([]byte(pk))
@@ -302,4 +327,41 @@ func FuzzEvictOperations(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func ops0(k []byte) byte { return k[1] }
+
+// UpdateKeys makes room in a map that evicts as Put does: inserts into a
+// full map and values that grow past the room left succeed, and never
+// evict the keys the transaction read.
+func TestEvictUpdateKeys(t *testing.T) {
+	opts := Options{Entries: 100, AverageKeySize: 16, AverageValueSize: 100, MaxValueSize: 1000, Segments: 1, Evict: true}
+	probe := openTest(t, opts)
+	opts.MaxFileSize = probe.Stats().StartFileSize // no growth: room is made by evicting
+	m := openTest(t, opts)
+	for i := range 100 {
+		mustPut(t, m, key(i), make([]byte, 140))
+	}
+	// Two new keys into the full map, and the two oldest keys (next to
+	// go) grown to 1000 bytes each, in one transaction.
+	keys := [][]byte{key(0), key(1), key(1000), key(1001)}
+	err := m.UpdateKeys(keys, func(vs [][]byte, found []bool) ([][]byte, []Op) {
+		if !found[0] || !found[1] || found[2] || found[3] {
+			t.Fatalf("found %v", found)
+		}
+		big := bytes.Repeat([]byte{7}, 1000)
+		return [][]byte{big, big, []byte("a"), []byte("b")}, []Op{OpPut, OpPut, OpPut, OpPut}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		v, err := m.Get(k)
+		if err != nil || len(v) != []int{1000, 1000, 1, 1}[i] {
+			t.Fatalf("%s: %d bytes, %v", k, len(v), err)
+		}
+	}
+	if st := m.Stats(); st.Len > 100 || st.Evictions == 0 || st.FileSize != st.StartFileSize {
+		t.Fatalf("Len %d, %d evictions, file %d from %d", st.Len, st.Evictions, st.FileSize, st.StartFileSize)
+	}
 }

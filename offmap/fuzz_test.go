@@ -56,6 +56,34 @@ func mapImage(t testing.TB, grown bool) []byte {
 	return b
 }
 
+// evictImage is a small map that evicts, full, after evictions: its
+// FIFOs and ghosts in use, a pinned entry among the others.
+func evictImage(t testing.TB) []byte {
+	t.Helper()
+	p := tempPath(t)
+	opts := tinyOptions
+	opts.Evict = true
+	m, err := Open(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := m.AcquireInt64([]byte("pin"))
+	h.Add(3)
+	for i := range 60 {
+		mustPut(t, m, []byte{'k', byte(i)}, bytes.Repeat([]byte{byte(i)}, i%40))
+		m.Get([]byte{'k', byte(i / 2)})
+	}
+	if st := m.Stats(); st.Evictions == 0 {
+		t.Fatalf("nothing evicted: %+v", st)
+	}
+	m.Close()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // pendingTxImage is tinyImage with an UpdateKeys over three segments
 // interrupted after it committed: transaction records and words pending,
 // locks held by a dead process.
@@ -122,6 +150,9 @@ func exercise(m *Map) {
 	if h, err := m.AcquireInt64([]byte("pin")); err == nil {
 		h.Add(1)
 	}
+	for i := range 16 { // in a map that evicts, through its FIFOs
+		m.Put([]byte{'n', byte(i)}, []byte("n"))
+	}
 }
 
 // FuzzOpen writes fuzzed bytes over the header of a valid map, optionally
@@ -160,7 +191,7 @@ func FuzzOpen(f *testing.F) {
 // after Recover the map must pass Check.
 func FuzzDamage(f *testing.F) {
 	fastHolderChecks(f)
-	imgs := [][]byte{tinyImage(f), grownImage(f), pendingTxImage(f)}
+	imgs := [][]byte{tinyImage(f), grownImage(f), pendingTxImage(f), evictImage(f)}
 	f.Add([]byte{0, 0, 1, 0xff})
 	f.Add([]byte{0x10, 0, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0x00, 0x02, 4, 1, 0, 0, 0})

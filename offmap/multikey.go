@@ -1,6 +1,7 @@
 package offmap
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -103,19 +104,31 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 		}
 	}
 
-	// Odd versions over every change: readers wait or retry until all are
-	// made. Not in a defer: if a change panics, the versions stay odd and
-	// the next writer repairs the segments, as after a crash.
-	for i := range segs {
-		beginChange(&segs[i])
-		segs[i].inTx = true
+	// In a map that evicts, room for the inserts first; and when the
+	// values find no room (the transaction then changed nothing), more.
+	if m.evict {
+		m.roomForKeys(segs, keys, sc, ops, false)
 	}
-	err := m.transact(keys, sc, news, ops)
-	for i := range segs {
-		segs[i].inTx = false
-		endChange(&segs[i])
+	for {
+		// Odd versions over every change: readers wait or retry until all
+		// are made. Not in a defer: if a change panics, the versions stay
+		// odd and the next writer repairs the segments, as after a crash.
+		for i := range segs {
+			beginChange(&segs[i])
+			segs[i].inTx = true
+		}
+		err := m.transact(keys, sc, news, ops)
+		for i := range segs {
+			segs[i].inTx = false
+			endChange(&segs[i])
+		}
+		if !m.evict || !errors.Is(err, ErrFull) || !m.roomForKeys(segs, keys, sc, ops, true) {
+			return err
+		}
+		for i := range sc.parts {
+			sc.parts[i] = txPart{changes: sc.parts[i].changes[:0]}
+		}
 	}
-	return err
 }
 
 // ViewKeys reads several keys at one instant: fn gets each key's value

@@ -82,8 +82,6 @@ type Options struct {
 	// docs/MAP.md) rather than returning ErrFull. Entries that value
 	// handles point into are never evicted; expired ones go first. The
 	// bound is kept per segment: each holds Entries/Segments at most.
-	// UpdateKeys does not evict: its inserts may pass a segment's share
-	// until the next insert there, and it returns ErrFull at MaxFileSize.
 	// Processes that open the map ReadOnly record no accesses. Only at
 	// creation.
 	Evict bool

@@ -65,6 +65,9 @@ type segment struct {
 	// changing, which eviction must leave alone (evict.go).
 	evicted bool
 	protect uint32
+	// protectAll: the chunks of the entries an UpdateKeys read, which
+	// eviction must leave alone too.
+	protectAll []uint32
 }
 
 func (m *Map) segment(i uint32) segment {

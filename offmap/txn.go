@@ -236,6 +236,9 @@ func (m *Map) applyTxChange(s *segment, ch txChange) {
 		s.slots[pos].Store(h.match | uint64(ch.b))
 		s.hdr.count.Add(1)
 		s.hdr.usedChunks.Add(uint64(m.chunksFor(e.keyLen, e.valLen)))
+		if m.evict {
+			m.track(s, h.match|uint64(ch.b))
+		}
 	case txSwitch:
 		ne, _ := m.entryAt(s, ch.b)
 		key := s.mem[ne.keyOff() : ne.keyOff()+ne.keyLen]
@@ -244,6 +247,9 @@ func (m *Map) applyTxChange(s *segment, ch txChange) {
 		oldN, newN := m.chunksFor(e.keyLen, e.valLen), m.chunksFor(ne.keyLen, ne.valLen)
 		m.freeLocked(s, ch.a, oldN)
 		s.hdr.usedChunks.Add(uint64(newN - oldN))
+		if m.evict {
+			m.evictArea(s).main.push(itemOf(w)&^slotChunkMask | uint64(ch.b))
+		}
 	case txDelete:
 		e, _ := m.entryAt(s, ch.a)
 		key := s.mem[e.keyOff() : e.keyOff()+e.keyLen]
