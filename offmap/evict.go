@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/offmap/offmap/internal/shm"
 )
@@ -14,8 +15,8 @@ import (
 // anyway, by S3-FIFO (Yang et al., SOSP 2023; docs/MAP.md says why this
 // policy): new entries enter a small FIFO; one that leaves it having been
 // read more than once moves to the main FIFO, the others are evicted and
-// their fingerprints kept in a ghost FIFO; a new entry whose fingerprint
-// is a ghost enters the main FIFO directly; the main FIFO gives an entry
+// their fingerprints kept as ghosts; a new entry whose fingerprint is a
+// recent ghost enters the main FIFO directly; the main FIFO gives an entry
 // with a count above 0 another round, one less, and evicts the others.
 // A one-time scan of cold keys passes through the small FIFO only, so it
 // cannot flush the hot set.
@@ -78,6 +79,14 @@ type evictCounters struct {
 }
 
 const evictHeadBytes = 128
+
+// The format fixes these sizes; the compiler checks the structs agree.
+var (
+	_ [64 - unsafe.Sizeof(evictControl{})]byte
+	_ [unsafe.Sizeof(evictControl{}) - 64]byte
+	_ [64 - unsafe.Sizeof(evictCounters{})]byte
+	_ [unsafe.Sizeof(evictCounters{}) - 64]byte
+)
 
 // fifoCap is the size of the small and the main FIFO of a segment that
 // holds at most c entries: room to spare for the items of entries that
@@ -192,24 +201,19 @@ func itemOf(w uint64) uint64 { return w &^ (slotPinned | slotDetached | slotFreq
 
 // recordRead counts a read in the segment whose initial body is at base
 // and raises the access count of a hit's entry, whose slot word w is at
-// slotOff in mem, unless it is at its top. Only where the map evicts and
-// this process may write.
+// slotOff in mem. Only where the map evicts and this process may write.
 func (m *Map) recordRead(base int, mem []byte, slotOff int, w uint64, found bool) {
 	if !found {
 		m.evictCounters(base).misses.Add(1)
 		return
 	}
-	m.recordSlot(base, shm.U64(mem, slotOff), w, true)
+	m.recordHit(base, shm.U64(mem, slotOff), w)
 }
 
-// recordSlot is recordRead for the slot at slot.
-func (m *Map) recordSlot(base int, slot *atomic.Uint64, w uint64, found bool) {
-	c := m.evictCounters(base)
-	if !found {
-		c.misses.Add(1)
-		return
-	}
-	c.hits.Add(1)
+// recordHit counts a hit and raises the access count of the entry whose
+// slot, holding w, is at slot, unless the count is at its top.
+func (m *Map) recordHit(base int, slot *atomic.Uint64, w uint64) {
+	m.evictCounters(base).hits.Add(1)
 	if w&slotFreqMask != slotFreqMask {
 		slot.CompareAndSwap(w, w+slotFreqOne)
 	}

@@ -247,7 +247,7 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 			}
 			if m.evict && !m.readOnly {
 				if found {
-					m.recordSlot(s.base, &s.slots[pos], w, true)
+					m.recordHit(s.base, &s.slots[pos], w)
 				} else {
 					m.evictCounters(s.base).misses.Add(1)
 				}

@@ -55,7 +55,8 @@ type Stats struct {
 	// Evict: the map evicts (Options.Evict), holding at most EvictBound
 	// entries (Entries/Segments in each segment). Its counters, of every
 	// process since the file was made: Hits and Misses of reads (Get,
-	// AppendValue, Has, ViewKeys; by processes that may write the file),
+	// AppendValue, Has, GetMany; by processes that may write the file:
+	// ViewKeys, Range and read-only processes count nothing),
 	// Evictions and EvictedBytes (entry space freed by them; expired
 	// entries count in ExpiredRemoved instead).
 	Evict        bool
