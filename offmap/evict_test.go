@@ -163,9 +163,10 @@ func TestEvictLargerValues(t *testing.T) {
 	}
 }
 
-// A value that grows past the room left is stored after evicting others,
-// never its own entry, even when that entry is the next to go.
-func TestEvictSparesEntryBeingUpdated(t *testing.T) {
+// fullUngrowable returns a map that evicts, of one segment, whose file
+// may not grow, holding 100 entries of 140-byte values: nearly all of
+// its entry space.
+func fullUngrowable(t *testing.T) *Map {
 	opts := Options{Entries: 100, AverageKeySize: 16, AverageValueSize: 100, MaxValueSize: 1000, Segments: 1, Evict: true}
 	probe := openTest(t, opts)
 	opts.MaxFileSize = probe.Stats().StartFileSize // no growth: room is made by evicting
@@ -173,6 +174,13 @@ func TestEvictSparesEntryBeingUpdated(t *testing.T) {
 	for i := range 100 {
 		mustPut(t, m, key(i), make([]byte, 140))
 	}
+	return m
+}
+
+// A value that grows past the room left is stored after evicting others,
+// never its own entry, even when that entry is the next to go.
+func TestEvictSparesEntryBeingUpdated(t *testing.T) {
+	m := fullUngrowable(t)
 	big := make([]byte, 1000)
 	big[0] = 7
 	// key 0 is the oldest entry of the small FIFO, read once (by the
@@ -281,7 +289,7 @@ func FuzzEvictOperations(f *testing.F) {
 				h.Add(1)
 				counts[string(pk)]++
 			case 8: // UpdateKeys appends to two keys, inserting those absent
-				keys := [][]byte{k, {'k', (ops0(k) + 1 + byte(n)) % 64}}
+				keys := [][]byte{k, {'k', (k[1] + 1 + byte(n)) % 64}}
 				if string(keys[0]) == string(keys[1]) {
 					continue
 				}
@@ -329,19 +337,11 @@ func FuzzEvictOperations(f *testing.F) {
 	})
 }
 
-func ops0(k []byte) byte { return k[1] }
-
 // UpdateKeys makes room in a map that evicts as Put does: inserts into a
 // full map and values that grow past the room left succeed, and never
 // evict the keys the transaction read.
 func TestEvictUpdateKeys(t *testing.T) {
-	opts := Options{Entries: 100, AverageKeySize: 16, AverageValueSize: 100, MaxValueSize: 1000, Segments: 1, Evict: true}
-	probe := openTest(t, opts)
-	opts.MaxFileSize = probe.Stats().StartFileSize // no growth: room is made by evicting
-	m := openTest(t, opts)
-	for i := range 100 {
-		mustPut(t, m, key(i), make([]byte, 140))
-	}
+	m := fullUngrowable(t)
 	// Two new keys into the full map, and the two oldest keys (next to
 	// go) grown to 1000 bytes each, in one transaction.
 	keys := [][]byte{key(0), key(1), key(1000), key(1001)}
