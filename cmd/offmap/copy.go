@@ -110,6 +110,12 @@ func runCopy(c *cli, args []string) error {
 	case err != nil:
 		return err
 	}
+	if out.Evict {
+		// A cache smaller than the source keeps what it can: say so.
+		fmt.Fprintf(c.stdout, "copied %d entries from %s to %s: a cache of at most %d entries, %d segments, %s; it holds %d (%d evicted)\n",
+			n, srcPath, dstPath, out.EvictBound, out.Segments, cliargs.FormatSize(out.FileSize), out.Len, out.Evictions)
+		return nil
+	}
 	fmt.Fprintf(c.stdout, "copied %d entries from %s to %s: room for %d entries to start, %d segments, %s\n",
 		n, srcPath, dstPath, out.Capacity, out.Segments, cliargs.FormatSize(out.FileSize))
 	return nil

@@ -212,9 +212,13 @@ func TestCreateEvict(t *testing.T) {
 	if out := ok(t, "stat", path); !strings.Contains(out, "eviction       S3-FIFO, at most 100 entries") || !strings.Contains(out, "1 hits, 1 misses (50.0% hits), 900 evicted") {
 		t.Errorf("stat:\n%s", out)
 	}
-	// offmap copy keeps it a cache.
+	// offmap copy keeps it a cache, and says what a smaller one evicts.
 	copied := filepath.Join(t.TempDir(), "copy.map")
 	ok(t, "copy", path, copied)
+	smaller := filepath.Join(t.TempDir(), "smaller.map")
+	if out := ok(t, "copy", path, smaller, "--entries", "40"); !strings.Contains(out, "a cache of at most 40 entries, 1 segments") || !strings.Contains(out, "it holds 40 (60 evicted)") {
+		t.Errorf("copy into a smaller cache printed %q", out)
+	}
 	if st := statsOf(t, copied); !st.Evict || st.EvictBound != 100 || st.Len != 100 {
 		t.Fatalf("the copy: evict %v, bound %d, %d entries", st.Evict, st.EvictBound, st.Len)
 	}
