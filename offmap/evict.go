@@ -23,7 +23,8 @@ import (
 //
 // Readers raise an entry's access count, two bits of its slot word, with
 // one CAS and only while it is below 3: a hot entry costs its readers no
-// write at all. A CAS on a slot word that changed meanwhile fails, and one
+// write to its slot (each read still adds to its segment's hit or miss
+// counter). A CAS on a slot word that changed meanwhile fails, and one
 // that succeeds changes nothing but the count, so a reader never writes
 // into anything else. A read-only mapping records nothing.
 //
@@ -362,18 +363,25 @@ func (m *Map) evictOne(s *segment) bool {
 			return true
 		}
 	}
-	rebuilt := false
+	rebuilt, force := false, false
 	budget := 4*(a.small.len()+a.main.len()) + 8
 	for try := 0; ; try++ {
 		if try == budget {
-			// Only entries that must stay went round: those no item
-			// names may be elsewhere in the segment.
-			if rebuilt {
+			switch {
+			case !rebuilt:
+				// Only entries that must stay went round: those no item
+				// names may be elsewhere in the segment.
+				m.rebuildFIFOs(s, a)
+				rebuilt = true
+				budget = try + 4*a.main.len() + 8
+			case !force:
+				// Readers keep raising every count as fast as this
+				// lowers them: the next entry that may go goes.
+				force = true
+				budget = try + a.small.len() + a.main.len() + 8
+			default:
 				return false
 			}
-			m.rebuildFIFOs(s, a)
-			rebuilt = true
-			budget = try + 4*a.main.len() + 8
 		}
 		fromSmall := a.small.len() >= smallLimit(m.evictCap) || a.main.len() == 0
 		q := a.main
@@ -403,12 +411,12 @@ func (m *Map) evictOne(s *segment) bool {
 			m.counters().expiredRemoved.Add(1)
 			s.evicted = true
 			return true
-		case fromSmall && w&slotFreqMask > slotFreqOne:
+		case !force && fromSmall && w&slotFreqMask > slotFreqOne:
 			// Read more than once while in the small FIFO: to the main one,
 			// its count starting again.
 			s.slots[pos].Store(w &^ slotFreqMask)
 			a.main.push(item)
-		case !fromSmall && w&slotFreqMask != 0:
+		case !force && !fromSmall && w&slotFreqMask != 0:
 			s.slots[pos].Store(w - slotFreqOne)
 			a.main.push(item)
 		default:
@@ -449,39 +457,54 @@ func (m *Map) rebuildFIFOs(s *segment, a *evictArea) {
 	}
 }
 
-// roomForKeys makes room, for UpdateKeys, in the segments segs of keys
-// that evict: each ends with room for its inserts within its bound, and
-// when room (true) evicts one more entry from each segment that takes a
-// new value, for a transaction that found no room for its values. The
-// entries the transaction read are spared. It reports whether it
-// evicted anything; the versions are even, no transaction begun.
-func (m *Map) roomForKeys(segs []segment, keys [][]byte, sc *keysScratch, ops []Op, room bool) bool {
-	evicted := false
+// roomForKeys makes room, for UpdateKeys, for the inserts of keys in
+// each of their segments segs, sparing the entries the transaction read.
+// It returns ErrFull, with nothing changed but evictions, when a segment
+// cannot take them within its bound. The versions are even, no
+// transaction begun.
+func (m *Map) roomForKeys(segs []segment, keys [][]byte, sc *keysScratch, ops []Op) error {
 	for j := range segs {
 		s := &segs[j]
-		inserts, puts := 0, 0
-		s.protectAll = s.protectAll[:0]
+		inserts := 0
 		for i := range keys {
-			if sc.keySeg[i] != j {
-				continue
-			}
-			if sc.found[i] {
-				s.protectAll = append(s.protectAll, sc.chunk[i])
-			}
-			if ops[i] == OpPut {
-				puts++
-				if !sc.found[i] {
-					inserts++
-				}
+			if sc.keySeg[i] == j && ops[i] == OpPut && !sc.found[i] {
+				inserts++
 			}
 		}
-		for int(s.hdr.count.Load())+inserts > m.evictCap && m.evictOne(s) {
-			evicted = true
+		if inserts == 0 {
+			continue
 		}
-		if room && puts > 0 && m.evictOne(s) {
-			evicted = true
+		m.spareKeys(s, keys, sc)
+		for int(s.hdr.count.Load())+inserts > m.evictCap {
+			if !m.evictOne(s) {
+				break
+			}
 		}
 		s.protectAll = s.protectAll[:0]
+		if n := int(s.hdr.count.Load()); n+inserts > m.evictCap {
+			return fmt.Errorf("%w: %s: UpdateKeys: segment %d holds %d entries, its bound is %d, and none it could evict makes room for %d more; nothing changed",
+				ErrFull, m.path, s.idx, n, m.evictCap, inserts)
+		}
 	}
-	return evicted
+	return nil
+}
+
+// roomIn evicts one entry from s, the segment where a transaction found
+// no room for its values (and aborted), sparing the entries it read, and
+// reports whether it could.
+func (m *Map) roomIn(s *segment, keys [][]byte, sc *keysScratch) bool {
+	m.spareKeys(s, keys, sc)
+	defer func() { s.protectAll = s.protectAll[:0] }()
+	return m.evictOne(s)
+}
+
+// spareKeys sets s.protectAll to the chunks of the keys that UpdateKeys
+// found in s.
+func (m *Map) spareKeys(s *segment, keys [][]byte, sc *keysScratch) {
+	s.protectAll = s.protectAll[:0]
+	for i := range keys {
+		if sc.found[i] && &sc.segs[sc.keySeg[i]] == s {
+			s.protectAll = append(s.protectAll, sc.chunk[i])
+		}
+	}
 }

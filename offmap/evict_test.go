@@ -365,3 +365,111 @@ func TestEvictUpdateKeys(t *testing.T) {
 		t.Fatalf("Len %d, %d evictions, file %d from %d", st.Len, st.Evictions, st.FileSize, st.StartFileSize)
 	}
 }
+
+// An UpdateKeys that finds no room in one segment makes room there, and
+// only there: another segment of the transaction loses nothing.
+func TestEvictUpdateKeysRoomWhereFull(t *testing.T) {
+	opts := Options{Entries: 100, AverageKeySize: 16, AverageValueSize: 100, MaxValueSize: 1000, Segments: 2, Evict: true}
+	probe := openTest(t, opts)
+	opts.MaxFileSize = probe.Stats().StartFileSize // no growth
+	m := openTest(t, opts)
+	var a, b [][]byte
+	for i := 0; len(a) < 200 || len(b) < 200; i++ {
+		if k := key(i); m.hash(k).seg == 0 {
+			a = append(a, k)
+		} else {
+			b = append(b, k)
+		}
+	}
+	for i := range 20 {
+		mustPut(t, m, b[i], []byte("small"))
+	}
+	// Segment A's entry space full to the last chunk, with fewer entries
+	// than its bound: a delete there needs a chunk for its record.
+	sa := m.segmentOf(a[0])
+	next := 0
+	for sa.hdr.usedChunks.Load()+32 <= m.hdr.ChunksPerSegment {
+		mustPut(t, m, a[next], make([]byte, 1000))
+		next++
+	}
+	for sa.hdr.usedChunks.Load() < m.hdr.ChunksPerSegment {
+		mustPut(t, m, a[next], make([]byte, 8))
+		next++
+	}
+	err := m.UpdateKeys([][]byte{a[0], b[100]}, func(vs [][]byte, found []bool) ([][]byte, []Op) {
+		return [][]byte{nil, []byte("x")}, []Op{OpDelete, OpPut}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := m.segmentOf(b[0]).hdr.count.Load(); n != 21 {
+		t.Fatalf("segment B holds %d entries, want its 20 and the new one", n)
+	}
+	mustMiss(t, m, a[0])
+	mustGet(t, m, b[100], "x")
+}
+
+// An UpdateKeys that would pass a segment's bound, where every entry is
+// one it read and must spare, fails with ErrFull and changes nothing.
+func TestEvictUpdateKeysBound(t *testing.T) {
+	m := openTest(t, Options{Entries: 8, Segments: 1, Evict: true})
+	var keys [][]byte
+	for i := range 8 {
+		mustPut(t, m, key(i), val(i))
+		keys = append(keys, key(i))
+	}
+	keys = append(keys, key(100))
+	err := m.UpdateKeys(keys, func(vs [][]byte, found []bool) ([][]byte, []Op) {
+		news, ops := make([][]byte, len(vs)), make([]Op, len(vs))
+		news[8], ops[8] = []byte("new"), OpPut
+		return news, ops
+	})
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("UpdateKeys: %v, want ErrFull", err)
+	}
+	if st := m.Stats(); st.Len != 8 || st.Evictions != 0 {
+		t.Fatalf("Len %d, %d evictions", st.Len, st.Evictions)
+	}
+	mustMiss(t, m, key(100))
+}
+
+// Readers that raise every count as fast as eviction lowers it do not
+// make a Put fail: after its rounds, eviction takes the next entry that
+// may go.
+func TestEvictHotSegment(t *testing.T) {
+	m := openTest(t, Options{Entries: 8, Segments: 1, Evict: true})
+	for i := range 8 {
+		mustPut(t, m, key(i), val(i))
+		mustGet(t, m, key(i), string(val(i)))
+		mustGet(t, m, key(i), string(val(i)))
+	}
+	s := m.segmentOf(key(0))
+	crashPoint = func(step string) {
+		if step == "evict.pushed" { // every entry read again, by "readers"
+			for i := range s.slots {
+				if w := s.slots[i].Load(); w != 0 {
+					s.slots[i].Store(w | slotFreqMask)
+				}
+			}
+		}
+	}
+	defer func() { crashPoint = nil }()
+	mustPut(t, m, key(100), val(100))
+	if st := m.Stats(); st.Len != 8 || st.Evictions != 1 {
+		t.Fatalf("Len %d, %d evictions", st.Len, st.Evictions)
+	}
+}
+
+// A header whose eviction area would wrap past 2^64 is corrupt.
+func TestEvictOffWraps(t *testing.T) {
+	h, err := plan(Options{Entries: 100, Evict: true}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.EvictOff = -uint64(evictAreaBytes(int(h.EvictCap)))
+	img := make([]byte, h.FileSize)
+	copy(img, h.encode()) // a valid checksum over the hostile header
+	if _, err := openMemory(img, false); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open: %v, want ErrCorrupt", err)
+	}
+}

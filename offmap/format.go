@@ -292,7 +292,8 @@ func (h *header) validate() error {
 			return fmt.Errorf("eviction area %d/%d in a map that does not evict", h.EvictOff, h.EvictCap)
 		}
 	} else if h.EvictCap == 0 || h.EvictCap > h.MaxPerSegment || h.EvictOff%64 != 0 ||
-		h.EvictOff < h.AreaOff+area || h.EvictOff+uint64(evictAreaBytes(int(h.EvictCap))) > h.SegmentStride {
+		h.EvictOff < h.AreaOff+area || h.EvictOff > h.SegmentStride ||
+		uint64(evictAreaBytes(int(h.EvictCap))) > h.SegmentStride-h.EvictOff {
 		return fmt.Errorf("eviction area at %d for %d entries, in a stride of %d", h.EvictOff, h.EvictCap, h.SegmentStride)
 	}
 	if uint64(entryBytes(int(h.MaxKey), int(h.MaxValue), h.trailer())) > area {

@@ -107,7 +107,9 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 	// In a map that evicts, room for the inserts first; and when the
 	// values find no room (the transaction then changed nothing), more.
 	if m.evict {
-		m.roomForKeys(segs, keys, sc, ops, false)
+		if err := m.roomForKeys(segs, keys, sc, ops); err != nil {
+			return err
+		}
 	}
 	for {
 		// Odd versions over every change: readers wait or retry until all
@@ -122,7 +124,7 @@ func (m *Map) UpdateKeys(keys [][]byte, fn func(values [][]byte, found []bool) (
 			segs[i].inTx = false
 			endChange(&segs[i])
 		}
-		if !m.evict || !errors.Is(err, ErrFull) || !m.roomForKeys(segs, keys, sc, ops, true) {
+		if !m.evict || !errors.Is(err, ErrFull) || sc.full == nil || !m.roomIn(sc.full, keys, sc) {
 			return err
 		}
 		for i := range sc.parts {
@@ -249,6 +251,7 @@ type keysScratch struct {
 	since     []time.Time // per segment (ViewKeys)
 	versions  []uint64    // per segment (ViewKeys)
 	quiescent []bool      // per segment (ViewKeys)
+	full      *segment    // the segment where UpdateKeys found no room
 }
 
 // scratchFor returns a keysScratch set up for keys: their hashes and their

@@ -81,7 +81,8 @@ type Options struct {
 	// any process, evicts entries unlikely to be used again (S3-FIFO,
 	// docs/MAP.md) rather than returning ErrFull. Entries that value
 	// handles point into are never evicted; expired ones go first. The
-	// bound is kept per segment: each holds Entries/Segments at most.
+	// bound is kept per segment: each holds Entries/Segments at most,
+	// rounded up (Stats.EvictBound is the sum).
 	// Processes that open the map ReadOnly record no accesses. Only at
 	// creation.
 	Evict bool

@@ -101,6 +101,7 @@ func newTxWord(commitSeg int) uint64 {
 // keys[i] is now. The participants are the segments with a change, in
 // segment order.
 func (m *Map) transact(keys [][]byte, sc *keysScratch, news [][]byte, ops []Op) error {
+	sc.full = nil
 	hashes, found, chunk := sc.hashes, sc.found, sc.chunk
 	// partOf[i]: the share of keys[i]'s segment (sc.parts is per segment).
 	partOf := func(i int) *txPart { return &sc.parts[sc.keySeg[i]] }
@@ -148,6 +149,7 @@ func (m *Map) transact(keys [][]byte, sc *keysScratch, news [][]byte, ops []Op) 
 		case ops[i] == OpPut:
 			c, err := m.allocOrGrow(p.seg, m.chunksFor(len(k), len(news[i])))
 			if err != nil {
+				sc.full = p.seg
 				m.abortTx(parts)
 				return fmt.Errorf("offmap: UpdateKeys: key %q: %w; nothing changed", k, err)
 			}
@@ -165,6 +167,7 @@ func (m *Map) transact(keys [][]byte, sc *keysScratch, news [][]byte, ops []Op) 
 	for _, p := range parts {
 		c, err := m.allocOrGrow(p.seg, m.txRecordChunks(len(p.changes)))
 		if err != nil {
+			sc.full = p.seg
 			m.abortTx(parts)
 			return fmt.Errorf("offmap: UpdateKeys: %w; nothing changed", err)
 		}
