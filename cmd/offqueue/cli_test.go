@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -394,12 +395,20 @@ func TestStatsLag(t *testing.T) {
 		}
 	}
 	ack("late", all[3])
-	if del, err := lib.DeleteCycles(len(cs)-1, true); err != nil || len(del) != 1 || del[0] != cs[0] {
-		t.Fatalf("DeleteCycles: %v %v", del, err)
+	// Cycles before the first message's are empty files that an open made
+	// when the clock rolled on before its first append (a loaded machine):
+	// they go too.
+	first, _ := queue.SplitIndex(all[0])
+	i0 := slices.Index(cs, first)
+	if i0 < 0 {
+		t.Fatalf("cycles %v lack the first message's, %d", cs, first)
+	}
+	if del, err := lib.DeleteCycles(len(cs)-1-i0, true); err != nil || !slices.Equal(del, cs[:i0+1]) {
+		t.Fatalf("DeleteCycles: %v %v, want %v", del, err, cs[:i0+1])
 	}
 	var kept []uint64
 	for _, x := range all {
-		if c, _ := queue.SplitIndex(x); c != cs[0] {
+		if c, _ := queue.SplitIndex(x); c != first {
 			kept = append(kept, x)
 		}
 	}
