@@ -186,12 +186,6 @@ func (m *Map) evictAreas() []evictArea {
 
 func (m *Map) evictArea(s *segment) *evictArea { return &m.areas[s.idx] }
 
-// evictCounters returns the counters of the segment whose initial body
-// is at base.
-func (m *Map) evictCounters(base int) *evictCounters {
-	return shm.Overlay[evictCounters](m.mem, base+int(m.hdr.EvictOff)+64)
-}
-
 // smallLimit and mainLimit share a segment's room of c entries: 10 % for
 // the small FIFO, the rest for the main one.
 func smallLimit(c int) int { return max(c/10, 1) }
@@ -200,21 +194,21 @@ func mainLimit(c int) int  { return max(c-smallLimit(c), 1) }
 // itemOf is the FIFO item of the entry whose slot word is w.
 func itemOf(w uint64) uint64 { return w &^ (slotPinned | slotDetached | slotFreqMask) }
 
-// recordRead counts a read in the segment whose initial body is at base
-// and raises the access count of a hit's entry, whose slot word w is at
-// slotOff in mem. Only where the map evicts and this process may write.
-func (m *Map) recordRead(base int, mem []byte, slotOff int, w uint64, found bool) {
+// recordRead counts a read in segment seg and raises the access count of
+// a hit's entry, whose slot word w is at slotOff in mem. Only where the
+// map evicts and this process may write.
+func (m *Map) recordRead(seg uint32, mem []byte, slotOff int, w uint64, found bool) {
 	if !found {
-		m.evictCounters(base).misses.Add(1)
+		m.areas[seg].ctr.misses.Add(1)
 		return
 	}
-	m.recordHit(base, shm.U64(mem, slotOff), w)
+	m.recordHit(seg, shm.U64(mem, slotOff), w)
 }
 
 // recordHit counts a hit and raises the access count of the entry whose
 // slot, holding w, is at slot, unless the count is at its top.
-func (m *Map) recordHit(base int, slot *atomic.Uint64, w uint64) {
-	m.evictCounters(base).hits.Add(1)
+func (m *Map) recordHit(seg uint32, slot *atomic.Uint64, w uint64) {
+	m.areas[seg].ctr.hits.Add(1)
 	if w&slotFreqMask != slotFreqMask {
 		slot.CompareAndSwap(w, w+slotFreqOne)
 	}

@@ -105,15 +105,8 @@ func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte,
 		if int(s.hdr.count.Load()) >= m.evictCap {
 			m.prefetchFIFOs(a)
 		}
-		s.evicted = false
 		if err := m.makeRoomForInsert(s); err != nil {
 			return entry{}, err
-		}
-		if s.evicted {
-			var err error
-			if pos, err = m.emptySlotFor(s, key, h); err != nil {
-				return entry{}, err
-			}
 		}
 	}
 	pos, err := m.roomForInsert(s, pos, h)
@@ -125,13 +118,12 @@ func (m *Map) insertLocked(s *segment, pos uint32, h keyHash, key, value []byte,
 	// saw the chunks marked used and the slot still empty would report a
 	// leak that is only an insert in progress.
 	beginChange(s)
-	s.evicted = false
 	c, err := m.allocOrGrow(s, n)
 	if err != nil {
 		endChange(s)
 		return entry{}, err
 	}
-	if s.evicted {
+	if s.evicted { // here, or in makeRoomForInsert above
 		if pos, err = m.emptySlotFor(s, key, h); err != nil {
 			endChange(s)
 			return entry{}, err
@@ -218,9 +210,8 @@ func (m *Map) updateLocked(s *segment, pos uint32, w uint64, e entry, value []by
 		}
 		if s.evicted {
 			// Eviction may have moved the entry's slot, not the entry.
-			key := s.mem[e.keyOff() : e.keyOff()+e.keyLen]
-			p, pw, _, found, _ := m.find(s, key, m.hash(key))
-			if !found || slotChunk(pw) != c {
+			p, pw, _, found := m.resolve(s, itemOf(w))
+			if !found {
 				endChange(s)
 				return m.corrupt(s, "an entry being updated was lost while room was made for it")
 			}

@@ -129,7 +129,7 @@ func (m *Map) readHashed(dst, key []byte, h keyHash, wantValue bool) ([]byte, bo
 				}
 				if !rejected && sh.version.Load() == v && !m.closed.Load() {
 					if m.evict && !m.readOnly {
-						m.recordRead(base, mem, so, w, found)
+						m.recordRead(h.seg, mem, so, w, found)
 					}
 					return out, found, nil
 				}
@@ -247,9 +247,9 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 			}
 			if m.evict && !m.readOnly {
 				if found {
-					m.recordHit(s.base, &s.slots[pos], w)
+					m.recordHit(h.seg, &s.slots[pos], w)
 				} else {
-					m.evictCounters(s.base).misses.Add(1)
+					m.areas[h.seg].ctr.misses.Add(1)
 				}
 			}
 			return out, found, nil

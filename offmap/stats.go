@@ -156,7 +156,7 @@ func (m *Map) Stats() Stats {
 			st.Expired += m.expiredCount(&s, now())
 		}
 		if m.evict {
-			c := m.evictCounters(s.base)
+			c := m.areas[i].ctr
 			st.Hits += int64(c.hits.Load())
 			st.Misses += int64(c.misses.Load())
 			st.Evictions += int64(c.evictions.Load())
