@@ -37,7 +37,7 @@ func evictBenchMaps(b *testing.B) (off, on *Map) {
 			}
 			var v [8]byte
 			for _, k := range bench.keys {
-				binary.LittleEndian.PutUint64(v[:], bench.goMap[string(k)])
+				binary.LittleEndian.PutUint64(v[:], keyNumber(k))
 				if err := m.Put(k, v[:]); err != nil {
 					b.Fatal(err)
 				}

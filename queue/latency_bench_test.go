@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,8 +52,13 @@ func (r latencyRecorder) print() {
 	}
 }
 
-func latencyReader(q *Queue, mode WaitMode, n, warmup int) int {
+func latencyReader(q *Queue, mode WaitMode, n, warmup int, backToBack bool) int {
 	t, err := q.Tailer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ack, err := openAck(q.dir, backToBack)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -75,6 +81,7 @@ func latencyReader(q *Queue, mode WaitMode, n, warmup int) int {
 				rec.record(now, int64(binary.LittleEndian.Uint64(m)), int64(binary.LittleEndian.Uint64(m[8:])))
 			}
 			seen++
+			ack.done(seen)
 		}
 	}
 	rec.print()
@@ -113,8 +120,13 @@ func mapFloor(dir string, create bool) (*shm.Mapping, error) {
 	return shm.Map(f, 0, floorSize, true)
 }
 
-func floorReader(dir string, n, warmup int) int {
+func floorReader(dir string, n, warmup int, backToBack bool) int {
 	m, err := mapFloor(dir, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ack, err := openAck(dir, backToBack)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -136,6 +148,7 @@ func floorReader(dir string, n, warmup int) int {
 			if seen >= uint64(warmup) {
 				rec.record(now, int64(sched), int64(sent))
 			}
+			ack.done(int(seen + 1))
 		}
 		yield.Poll() // as Tailer.Wait(Spin)
 	}
@@ -143,12 +156,64 @@ func floorReader(dir string, n, warmup int) int {
 	return 0
 }
 
+// Back to back: the writer sends each message as soon as the reader has
+// read the one before, which the reader says by storing its count of
+// messages read in a word of a file of its own (DIR.ack). One message is in
+// flight at a time, so each is sent at once and read as soon as the
+// reader sees it: the one-way latency with nothing but the two processes'
+// cache-line transfers between them, as ping-pong benchmarks measure it.
+// The floors do the same, so the comparison holds.
+
+const ackSuffix = ".ack" // beside the queue's directory, which holds nothing foreign
+
+// ackWord is the reader's count of messages read, or nothing when the
+// writer paces its sends instead.
+type ackWord struct{ count *atomic.Uint64 }
+
+// openAck maps the ack file, made by the writer, if backToBack.
+func openAck(dir string, backToBack bool) (ackWord, error) {
+	if !backToBack {
+		return ackWord{}, nil
+	}
+	f, err := os.OpenFile(dir+ackSuffix, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return ackWord{}, err
+	}
+	defer f.Close()
+	if err := f.Truncate(64); err != nil {
+		return ackWord{}, err
+	}
+	m, err := shm.Map(f, 0, 64, true) // unmapped at exit
+	if err != nil {
+		return ackWord{}, err
+	}
+	return ackWord{shm.U64(m.Bytes(), 0)}, nil
+}
+
+func b2i(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func (a ackWord) done(n int) {
+	if a.count != nil {
+		a.count.Store(uint64(n))
+	}
+}
+
 // benchCrossProcess starts a reader process in the given wait mode (or
-// the floor's reader) and sends it 16-byte messages at rate, then reports
-// the latencies it measured.
+// the floor's reader) and sends it 16-byte messages at rate, or back to
+// back when rate is 0, then reports the latencies it measured.
 func benchCrossProcess(b *testing.B, mode WaitMode, floor bool, rate, minN, warmup int) {
 	n := max(b.N, minN)
 	dir := b.TempDir()
+	backToBack := rate == 0
+	ack, err := openAck(dir, backToBack)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var send func(sched, sent int64, i int) error
 	var cmd *exec.Cmd
 	if floor {
@@ -166,7 +231,7 @@ func benchCrossProcess(b *testing.B, mode WaitMode, floor bool, rate, minN, warm
 			count.Store(uint64(i + 1))
 			return nil
 		}
-		cmd = helperCmd(b, "floor-reader", dir, n, warmup)
+		cmd = helperCmd(b, "floor-reader", dir, n, warmup, b2i(backToBack))
 	} else {
 		q := openT(b, dir, Options{BlockSize: 4 << 20})
 		msg := make([]byte, latencyMessage)
@@ -176,7 +241,7 @@ func benchCrossProcess(b *testing.B, mode WaitMode, floor bool, rate, minN, warm
 			_, err := q.Append(msg)
 			return err
 		}
-		cmd = helperCmd(b, "latency-reader", dir, int(mode), n, warmup)
+		cmd = helperCmd(b, "latency-reader", dir, int(mode), n, warmup, b2i(backToBack))
 	}
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -186,16 +251,26 @@ func benchCrossProcess(b *testing.B, mode WaitMode, floor bool, rate, minN, warm
 	sc.Scan() // ready
 	pacer := latency.NewPacer(latency.PacerOptions{Spin: 50 * time.Microsecond})
 	defer pacer.Close()
-	gap := int64(time.Second) / int64(rate)
+	var gap int64
+	if !backToBack {
+		gap = int64(time.Second) / int64(rate)
+	}
 	start := latency.Nanotime() + int64(time.Millisecond)
 	b.ResetTimer()
 	for i := 0; i < warmup+n; i++ {
 		sched := start + int64(i)*gap
-		pacer.WaitUntil(sched)
+		if backToBack {
+			for ack.count.Load() < uint64(i) {
+			}
+			sched = latency.Nanotime()
+		} else {
+			pacer.WaitUntil(sched)
+		}
 		if err := send(sched, latency.Nanotime(), i); err != nil {
 			b.Fatal(err)
 		}
 	}
+	elapsed := float64(latency.Nanotime()-start) / 1e9
 	var c, r [4]float64
 	sc.Scan()
 	fmt.Sscan(sc.Text(), &c[0], &c[1], &c[2], &c[3])
@@ -210,7 +285,10 @@ func benchCrossProcess(b *testing.B, mode WaitMode, floor bool, rate, minN, warm
 		b.ReportMetric(r[i]/1e3, "uncorrected-"+name+"-us")
 	}
 	ps := cmd.ProcessState
-	b.ReportMetric(100*(ps.UserTime()+ps.SystemTime()).Seconds()/(float64(warmup+n)/float64(rate)), "reader-cpu-%")
+	b.ReportMetric(100*(ps.UserTime()+ps.SystemTime()).Seconds()/elapsed, "reader-cpu-%")
+	if backToBack {
+		b.ReportMetric(float64(warmup+n)/elapsed/1e6, "M-msgs/s")
+	}
 }
 
 // BenchmarkCrossProcessSpin: the reader polls without pause, at 100,000
@@ -222,6 +300,17 @@ func BenchmarkCrossProcessSpin(b *testing.B) {
 // BenchmarkCrossProcessSpinFloor: the same with no queue (see floorReader).
 func BenchmarkCrossProcessSpinFloor(b *testing.B) {
 	benchCrossProcess(b, Spin, true, 100_000, 100_000, latencyWarmup)
+}
+
+// BenchmarkCrossProcessSpinFull: the spinning reader, with each message
+// sent as soon as the reader has read the one before (back to back).
+func BenchmarkCrossProcessSpinFull(b *testing.B) {
+	benchCrossProcess(b, Spin, false, 0, 100_000, latencyWarmup)
+}
+
+// BenchmarkCrossProcessSpinFullFloor: the same with no queue.
+func BenchmarkCrossProcessSpinFullFloor(b *testing.B) {
+	benchCrossProcess(b, Spin, true, 0, 100_000, latencyWarmup)
 }
 
 // BenchmarkCrossProcessBlock: the reader blocks (spinning 50 us first), at

@@ -52,7 +52,7 @@ func runHelper(role, dir, args string) int {
 		a = append(a, n)
 	}
 	if role == "floor-reader" { // messages, warm-up: no queue (latency_bench_test.go)
-		return floorReader(dir, a[0], a[1])
+		return floorReader(dir, a[0], a[1], len(a) > 2 && a[2] != 0)
 	}
 	opts := Options{Roll: Fast, SkipAfter: 5 * time.Millisecond}
 	if role == "latency-reader" || role == "watch-cycles" {
@@ -143,7 +143,7 @@ func runHelper(role, dir, args string) int {
 		}
 		fmt.Println(st.SkippedSlots)
 	case "latency-reader": // wait mode, messages, warm-up: record and print latency
-		return latencyReader(q, WaitMode(a[0]), a[1], a[2])
+		return latencyReader(q, WaitMode(a[0]), a[1], a[2], len(a) > 3 && a[3] != 0)
 	case "wait-once-stats": // print Stats.Wakeups, then as wait-once
 		st, err := q.Stats()
 		if err != nil {

@@ -4,13 +4,16 @@
 // reader spins on that number. Latency is measured as in
 // BenchmarkCrossProcessSpin (queue/latency_bench_test.go): from the
 // scheduled send time (corrected for coordinated omission) and from the
-// actual send time (uncorrected).
+// actual send time (uncorrected). With the argument "full", the writer
+// sends each message as soon as the reader has read the one before, which
+// the reader says by storing its count (BenchmarkCrossProcessSpinFull).
 //
-//   gcc -O2 -o /tmp/spinfloor bench/cfloor/spin.c && /tmp/spinfloor
+//   gcc -O2 -o /tmp/spinfloor bench/cfloor/spin.c && /tmp/spinfloor [full]
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +23,7 @@ enum { N = 500000, RING = 4096, GAP_NS = 10000 };
 
 struct shared {
 	_Alignas(64) uint64_t seq;
+	_Alignas(64) uint64_t ack; // messages read, back to back
 	_Alignas(64) uint64_t sched[RING], sent[RING];
 };
 
@@ -40,7 +44,8 @@ static void report(const char *name, uint64_t *v) {
 	       v[N / 2] / 1e3, v[N / 100 * 99] / 1e3, v[N / 1000 * 999] / 1e3, v[N - 1] / 1e3);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+	int full = argc > 1 && strcmp(argv[1], "full") == 0;
 	struct shared *sh = mmap(0, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED) {
 		perror("mmap");
@@ -55,6 +60,8 @@ int main(void) {
 				uint64_t t = now();
 				corrected[seen] = t - sh->sched[seen % RING];
 				raw[seen] = t - sh->sent[seen % RING];
+				if (full)
+					__atomic_store_n(&sh->ack, seen + 1, __ATOMIC_RELEASE);
 			}
 		}
 		report("corrected", corrected);
@@ -64,9 +71,15 @@ int main(void) {
 	usleep(100000);
 	uint64_t sched = now();
 	for (uint64_t i = 0; i < N; i++) {
-		sched += GAP_NS;
-		while (now() < sched)
-			;
+		if (full) {
+			while (__atomic_load_n(&sh->ack, __ATOMIC_ACQUIRE) < i)
+				;
+			sched = now();
+		} else {
+			sched += GAP_NS;
+			while (now() < sched)
+				;
+		}
 		sh->sched[i % RING] = sched;
 		sh->sent[i % RING] = now();
 		__atomic_store_n(&sh->seq, i + 1, __ATOMIC_RELEASE);
