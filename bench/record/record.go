@@ -73,9 +73,12 @@ type Figure struct {
 
 // Sweep is one EDA sweep: every count it tried, with its verdict.
 type Sweep struct {
+	Name    string       `json:"name"` // loop, park, or one (one instance)
 	Wait    string       `json:"wait"`
 	Dir     string       `json:"dir"` // in the record's directory: sweep.csv, sweep.json, sweep.png
 	Runs    int          `json:"runs"`
+	Run     string       `json:"run"`   // the length of one run
+	Tmpfs   bool         `json:"tmpfs"` // the queues were on tmpfs
 	Verdict string       `json:"verdict"`
 	Counts  []SweepCount `json:"counts"`
 }
@@ -150,10 +153,10 @@ func median(sorted []float64) float64 {
 // Figure returns a figure by name, or nil.
 func (r *Record) Figure(name string) *Figure { return r.Figures[name] }
 
-// Sweep returns the sweep of a wait mode, or nil.
-func (r *Record) Sweep(wait string) *Sweep {
+// Sweep returns the named sweep, or nil.
+func (r *Record) Sweep(name string) *Sweep {
 	for _, s := range r.Sweeps {
-		if s.Wait == wait {
+		if s.Name == name {
 			return s
 		}
 	}

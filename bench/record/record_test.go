@@ -139,7 +139,7 @@ func testRecord() *Record {
 		}, units)
 	}
 	cs, _ := parseSweepCSV(strings.NewReader(sweepCSV))
-	r.Sweeps = []*Sweep{{Wait: "loop", Dir: "eda-loop", Runs: 3, Verdict: "median", Counts: cs}}
+	r.Sweeps = []*Sweep{{Name: "loop", Wait: "loop", Dir: "eda-loop", Runs: 3, Run: "15s", Tmpfs: true, Verdict: "median", Counts: cs}}
 	return r
 }
 

@@ -140,6 +140,19 @@ var glance = []glanceRow{
 		m := fmt.Sprintf("%s ns a key: %s Get's throughput, %s the Go map's", num(fs[0].Median), spread(fs[1], "x"), spread(fs[2], "x"))
 		return m, verdict(fs[1].Median >= 2 && fs[2].Median >= 2, fmt.Sprintf("%sx and %sx", num(fs[1].Median), num(fs[2].Median))), true
 	}},
+	against("map Get after growing 16x online within 1.15x of a map created at the final size", "offmap/GetGrown/ns/op", "offmap/Get/ns/op", "ratio/GetGrown over Get", "ns", "grown", "created", 1.15),
+	{"zero allocations: Get into a buffer, Put of an existing key, Update, GetMany, handle Add", func(r *Record) (string, string, bool) {
+		names := []string{"offmap/Get/allocs/op", "offmap/PutUpdate/allocs/op", "offmap/UpdateIncrement/allocs/op", "offmap/GetMany/allocs/op", "offmap/HandleAdd/allocs/op"}
+		fs, ok := figures(r, names...)
+		if !ok {
+			return "", "", false
+		}
+		most := 0.0
+		for _, f := range fs {
+			most = max(most, f.Max)
+		}
+		return fmt.Sprintf("at most %s allocations per call in any repetition", num(most)), verdict(most == 0, num(most)), true
+	}},
 	against("handle Add within 2x of a bare atomic add on mapped memory", "offmap/HandleAdd/ns/op", "offmap/AtomicAddMapped/ns/op", "ratio/HandleAdd over AtomicAddMapped", "ns", "Add", "atomic add", 2),
 	bound("file for 1M entries of 16-byte keys, 8-byte values: at most 48 MiB", "offmap/FileSize/MiB", "MiB", 48, true),
 	{"a map grown online from 1,000 to 52,000 entries: file within 1.3x of one created for 52,000 (issue 29)", func(r *Record) (string, string, bool) {
@@ -159,6 +172,7 @@ var glance = []glanceRow{
 			verdict(fs[2].Median >= 1.8, num(fs[2].Median)+"x"), true
 	}},
 	bound("two processes adding to 1,000 shared counters: 50 M adds/s", "offmap/TwoProcessesHandleAdd/M-adds/s", "M adds/s", 50, false),
+	bound("two processes, locked updates (Update) of 1,000 shared counters: 5 M/s", "offmap/TwoProcessesUpdate/M-adds/s", "M updates/s", 5, false),
 	{"map that evicts: Get within 1.2x of a map that does not, an evicting Put within 2x of a Put into free room (issue 28)", func(r *Record) (string, string, bool) {
 		fs, ok := figures(r, "ratio/EvictOnGet over EvictOffGet", "ratio/EvictOnPut over EvictOffPut")
 		if !ok {
@@ -202,6 +216,17 @@ var glance = []glanceRow{
 		}
 		return fmt.Sprintf("%s / %s ns, %s / %s ns", num(fs[0].Median), num(fs[1].Median), num(fs[2].Median), num(fs[3].Median)),
 			verdict(fs[0].Median < 5 && fs[1].Median < 5 && fs[2].Median < 20 && fs[3].Median < 20, "see the record"), true
+	}},
+	{"EDA chain, one instance under 1 % of a core (sends released every 20 ms)", func(r *Record) (string, string, bool) {
+		s := r.Sweep("one")
+		if s == nil {
+			return "", "", false
+		}
+		c, ok := s.Count(1)
+		if !ok {
+			return "", "", false
+		}
+		return fmt.Sprintf("%s %% (p99.9 %s ms)", num(c.CPU), num(c.P999)), verdict(c.CPU < 1 && c.Meets, num(c.CPU)+" %"), true
 	}},
 	sweepRow("EDA chain, event loops: 1,000 instances under p99.9 100 ms in 3 of 3 runs of 15 s, two cores (issue 29)", "loop", 1000),
 	sweepRow("EDA chain, the Chronicle EDA article's park loop: at least 200 instances (issue 29)", "park", 200),
@@ -327,11 +352,11 @@ func renderReadme(r *Record, href string) string {
 			return num(fs[0].Median) + " / " + num(fs[1].Median) + " / " + num(fs[2].Median) + " us",
 				"the same in C, no Go and no queue: " + num(fs[3].Median) + " / " + num(fs[4].Median) + " / " + num(fs[5].Median) + " us"
 		})
-	for _, s := range []struct{ wait, what, scale string }{
+	for _, s := range []struct{ name, what, scale string }{
 		{"loop", "EDA chain, instances under p99.9 100 ms, two cores", "the Chronicle EDA article's Chronicle Queue: 500 on 7 cores; Kafka: 1"},
 		{"park", "the same with the Chronicle EDA article's poll-and-park loop", ""},
 	} {
-		if sw := r.Sweep(s.wait); sw != nil {
+		if sw := r.Sweep(s.name); sw != nil {
 			all, _ := sw.Largest()
 			fmt.Fprintf(&b, "| %s | %d (%d of %d runs) | %s |\n", s.what, all, sw.Runs, sw.Runs, s.scale)
 		}
@@ -347,10 +372,19 @@ func renderReadme(r *Record, href string) string {
 }
 
 func sweepSettings(r *Record, s *Sweep) string {
-	if r.Quick {
-		return fmt.Sprintf("%d run of 5 s per count (a quick record)", s.Runs)
+	runs := fmt.Sprintf("%d runs", s.Runs)
+	if s.Runs == 1 {
+		runs = "1 run"
 	}
-	return fmt.Sprintf("%d runs of 15 s per count, queues on tmpfs, judged by the %s run", s.Runs, s.Verdict)
+	judged := "judged over all runs pooled"
+	if s.Verdict == "median" {
+		judged = "judged by the median run"
+	}
+	where := "queues in a temporary directory"
+	if s.Tmpfs {
+		where = "queues on tmpfs"
+	}
+	return fmt.Sprintf("%s of %s per count, %s, %s", runs, s.Run, where, judged)
 }
 
 // sweepTable renders a sweep's counts.
@@ -420,7 +454,7 @@ func renderRecordReadme(r *Record) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", n, f.Unit, num(f.Min), num(f.Median), num(f.Max), strings.Join(vs, ", "))
 	}
 	for _, s := range r.Sweeps {
-		fmt.Fprintf(&b, "\n## EDA sweep, %s\n\n%s; every file edabench wrote is in [%s](%s/).\n\n", s.Wait, sweepSettings(r, s), s.Dir, s.Dir)
+		fmt.Fprintf(&b, "\n## EDA sweep, %s\n\n%s; every file edabench wrote is in [%s](%s/).\n\n", s.Name, sweepSettings(r, s), s.Dir, s.Dir)
 		b.WriteString(sweepTable(s))
 		fmt.Fprintf(&b, "\n![p99.9 against instances](%s/sweep.png)\n", s.Dir)
 	}

@@ -43,14 +43,16 @@ var suite = []stepDef{
 	{"latency", "one-way latency between two processes, spinning reader: offmap's queue, the same in Go without a queue, and in C (bench/cfloor)", latencyStep},
 	{"latency-trace", "the spinning reader at 100,000 msg/s once more, under bench/schedgaps: who had the CPU when its tail was made (needs root)", latencyTraceStep},
 	{"serial", "the Chronicle serialization article's benchmark", serialStep},
-	{"eda-loop", "the EDA chain sweep, event loops", func(r *runner, st *Step) error { return r.sweep(st, "loop") }},
-	{"eda-park", "the EDA chain sweep, the Chronicle EDA article's poll-and-park loop", func(r *runner, st *Step) error { return r.sweep(st, "park") }},
+	{"eda-one", "the EDA chain, one instance, sends released every 20 ms: its CPU", func(r *runner, st *Step) error { return r.sweep(st, "one", "loop") }},
+	{"eda-loop", "the EDA chain sweep, event loops", func(r *runner, st *Step) error { return r.sweep(st, "loop", "loop") }},
+	{"eda-park", "the EDA chain sweep, the Chronicle EDA article's poll-and-park loop", func(r *runner, st *Step) error { return r.sweep(st, "park", "park") }},
 }
 
 // ratios are the comparisons the record computes within each repetition:
 // name, then the figure divided by the other.
 var ratios = []struct{ name, num, den string }{
 	{"ratio/Get over GoMapRWMutexGet", "offmap/Get/ns/op", "offmap/GoMapRWMutexGet/ns/op"},
+	{"ratio/GetGrown over Get", "offmap/GetGrown/ns/op", "offmap/Get/ns/op"},
 	{"ratio/Get over GetMany", "offmap/Get/ns/op", "offmap/GetMany/ns/op"},
 	{"ratio/GoMapRWMutexGet over GetMany", "offmap/GoMapRWMutexGet/ns/op", "offmap/GetMany/ns/op"},
 	{"ratio/PutUpdate over GoMapRWMutexUpdate", "offmap/PutUpdate/ns/op", "offmap/GoMapRWMutexUpdate/ns/op"},
@@ -168,12 +170,12 @@ func (r *runner) benchReps(st *Step, pkg, prefix, pattern, benchtime string, ext
 
 func mapStep(r *runner, st *Step) error {
 	return r.benchReps(st, "offmap", "offmap",
-		"^Benchmark(Get|GetMany|GoMapRWMutexGet|PutUpdate|UpdateIncrement|GoMapRWMutexUpdate|HandleAdd|AtomicAddMapped|FileSize|FileSizeGrown|Evict(Off|On)(Get|Put))$",
+		"^Benchmark(Get|GetGrown|GetMany|GoMapRWMutexGet|PutUpdate|UpdateIncrement|GoMapRWMutexUpdate|HandleAdd|AtomicAddMapped|FileSize|FileSizeGrown|Evict(Off|On)(Get|Put))$",
 		r.pick("2000000x", "1000000x"), nil)
 }
 
 func processesStep(r *runner, st *Step) error {
-	return r.benchReps(st, "offmap", "offmap", "^Benchmark(TwoProcessesGet|TwoProcessesHandleAdd)$", r.pick("4000000x", "2000000x"), nil)
+	return r.benchReps(st, "offmap", "offmap", "^Benchmark(TwoProcessesGet|TwoProcessesHandleAdd|TwoProcessesUpdate)$", r.pick("4000000x", "2000000x"), nil)
 }
 
 func queueStep(r *runner, st *Step) error {
@@ -265,13 +267,14 @@ func serialStep(r *runner, st *Step) error {
 
 // sweep runs edabench's sweep in one wait mode into the record's
 // directory. The full record runs three runs of 15 s per count, as the
-// targets ask; -quick one run of 5 s over fewer counts.
-func (r *runner) sweep(st *Step, wait string) error {
+// targets ask; -quick one run of 5 s over fewer counts. The sweep named
+// "one" is one instance alone, with its sends released every 20 ms.
+func (r *runner) sweep(st *Step, name, wait string) error {
 	bin, err := r.build(st, "./cmd/edabench", false)
 	if err != nil {
 		return err
 	}
-	out := filepath.Join(r.dir, "eda-"+wait)
+	out := filepath.Join(r.dir, "eda-"+name)
 	queues, err := os.MkdirTemp(r.shm, "record-eda-")
 	if err != nil {
 		return err
@@ -279,15 +282,21 @@ func (r *runner) sweep(st *Step, wait string) error {
 	defer os.RemoveAll(queues)
 	runs, verdict := 3, "median"
 	args := []string{"sweep", "--wait", wait, "--dir", queues, "--out", out}
-	if r.quick {
-		runs, verdict = 1, "all"
-		args = append(args, "--run", "5s", "--warmup", "2s", "--counts", map[string]string{
+	length := "15s"
+	switch {
+	case name == "one":
+		length = r.pick("5s", "3s")
+		args = append(args, "--counts", "1", "--batch", "20ms")
+	case r.quick:
+		runs, verdict, length = 1, "all", "5s"
+		args = append(args, "--warmup", "2s", "--counts", map[string]string{
 			"loop": "1,100,250,500,750,1000,1500",
 			"park": "1,50,100,150,200,250,300",
 		}[wait])
-	} else {
-		args = append(args, "--run", "15s", "--time-limit", "30m")
+	default:
+		args = append(args, "--time-limit", "30m")
 	}
+	args = append(args, "--run", length)
 	args = append(args, "--runs", fmt.Sprint(runs), "--verdict", verdict)
 	if _, err := r.exec(st, r.root, nil, bin, args...); err != nil {
 		return err
@@ -304,7 +313,7 @@ func (r *runner) sweep(st *Step, wait string) error {
 	if len(counts) == 0 {
 		return errors.New("the sweep tried no count")
 	}
-	r.rec.Sweeps = append(r.rec.Sweeps, &Sweep{Wait: wait, Dir: "eda-" + wait, Runs: runs, Verdict: verdict, Counts: counts})
+	r.rec.Sweeps = append(r.rec.Sweeps, &Sweep{Name: name, Wait: wait, Dir: "eda-" + name, Runs: runs, Run: length, Verdict: verdict, Tmpfs: r.shm != "", Counts: counts})
 	return nil
 }
 
