@@ -76,7 +76,7 @@ func TestCheckFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt([]byte{7}, 1000); err != nil { // in the reserved part of the header page
+	if _, err := f.WriteAt([]byte{7}, 2000); err != nil { // in the reserved part of the header page
 		t.Fatal(err)
 	}
 	var end [8]byte // the claimed space's end, past MaxFileSize
@@ -88,7 +88,7 @@ func TestCheckFile(t *testing.T) {
 
 	mustGet(t, m, []byte("k"), "v")
 	ps := checkProblems(t, m)
-	if len(ps) != 2 || !hasProblem(ps, "reserved byte at offset 1000") || !hasProblem(ps, "claimed space ends at") {
+	if len(ps) != 2 || !hasProblem(ps, "reserved byte at offset 2000") || !hasProblem(ps, "claimed space ends at") {
 		t.Fatalf("Check found %q, want the reserved byte and the claimed space", ps)
 	}
 	if err := m.Put([]byte("new"), make([]byte, 200)); err != nil && !errors.Is(err, ErrCorrupt) {
@@ -99,7 +99,7 @@ func TestCheckFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasProblem(fixed, "reserved bytes [344, 4096) cleared (the first not zero was at offset 1000)") {
+	if !hasProblem(fixed, "reserved bytes [1408, 4096) cleared (the first not zero was at offset 2000)") {
 		t.Fatalf("Recover: %q", fixed)
 	}
 	if ps := checkProblems(t, m); ps != nil {

@@ -427,6 +427,55 @@ func TestCrashDuringGrowth(t *testing.T) {
 	}
 }
 
+// TestCrashDuringReuse stops a writer as it takes a freed table for its
+// growth and as it gives one back, as if its process died there holding
+// the segment lock: the key being inserted is absent, everything before
+// it is present, the space in its hands is lost but no other segment's,
+// Check is clean, and the map goes on growing and reusing.
+func TestCrashDuringReuse(t *testing.T) {
+	for _, step := range []string{"grow.reuse.taken", "grow.free.merging"} {
+		t.Run(step, func(t *testing.T) {
+			p := tempPath(t)
+			m, err := Open(p, Options{Entries: 100, AverageKeySize: 11, AverageValueSize: 8, Segments: 4, LockTimeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			n := 0
+			if !runUntilCrash(step, 1, func() {
+				for ; ; n++ {
+					mustPut(t, m, key(n), bigValue(n, 8))
+				}
+			}) {
+				t.Fatalf("step %s not reached", step)
+			}
+			m.abandon(key(n))
+			ro, err := Open(p, Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustMiss(t, ro, key(n))
+			for i := range n {
+				mustGet(t, ro, key(i), string(bigValue(i, 8)))
+			}
+			ro.Close()
+			reused := m.Stats().Reused
+			for i := n; i < n+5000; i++ {
+				mustPut(t, m, key(i), bigValue(i, 8))
+			}
+			for i := range n + 5000 {
+				mustGet(t, m, key(i), string(bigValue(i, 8)))
+			}
+			if err := m.Check(); err != nil {
+				t.Fatal(err)
+			}
+			if st := m.Stats(); m.Len() != n+5000 || st.Reused <= reused {
+				t.Fatalf("Len = %d, want %d; reused %d then %d", m.Len(), n+5000, reused, st.Reused)
+			}
+		})
+	}
+}
+
 // TestCrashTablesCoverEveryStep: every crash step in the code is in one of
 // the tables above (or, for BackupTo's, in TestBackupKilled's), so that a
 // new step cannot go untested.

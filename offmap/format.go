@@ -48,8 +48,8 @@ import (
 //	136     8  MaxFileSize: the file never grows past it
 //	144     4  entry flags: bit 0, entries carry a checksum; bit 1, entries
 //	           carry an expiry time (below); bit 2, the map evicts
-//	           (evict.go); a reader refuses a file with a flag it does not
-//	           know
+//	           (evict.go); bit 3, freed slot tables are reused (free.go);
+//	           a reader refuses a file with a flag it does not know
 //	148     4  reserved, zero
 //	152     8  TTL: entries' default time to live in nanoseconds, 0 = none
 //	160     8  EvictOff: the eviction area's offset in a segment (bit 2)
@@ -59,15 +59,21 @@ import (
 //	256     8  AllocEnd: end of the space claimed so far (CAS by growers)
 //	264     8  slot tables grown (count, informational)
 //	272     8  extents added (count, informational)
-//	280    40  reserved, zero
+//	280     8  free-list changes (count; bit 3 only, else zero)
+//	288     8  growth steps that reused freed space (count, informational)
+//	296    24  reserved, zero
 //	320     8  lock takeovers: segment locks taken from a dead holder
 //	328     8  repairs: segments repaired after a dead holder or damage
 //	336     8  expired entries removed (by writers and Sweep)
-//	344  3752  reserved, zero
+//	344    40  reserved, zero
+//	384  1024  free words: 128 regions of the growth area no segment
+//	           names, for growth to reuse (bit 3 only, else zero; free.go)
+//	1408 2688  reserved, zero
 //
-// Bytes [0, 256) never change after creation; the growth words at 256 are
-// changed atomically by every process that grows the map, the event
-// counters at 320 (counterWords) by every process that has such an event.
+// Bytes [0, 256) never change after creation; the growth words at 256 and
+// the free words are changed atomically by every process that grows the
+// map, the event counters at 320 (counterWords) by every process that has
+// such an event.
 //
 // The event counters need no new format version: they are outside the
 // checksum, in bytes that files made before them hold as zero (a count of
@@ -86,11 +92,14 @@ const (
 	magic             = "OFFMAP\x00\x00"
 	checksumOff       = 248
 	headerSize        = 4096
-	headerReservedOff = 172 // [148, 152), [172, 248), [280, 320) and [344, 4096) are reserved, zero
+	headerReservedOff = 172 // [148, 152), [172, 248), [296, 320), [344, 384) and [1408, 4096) are reserved, zero
 	growthWordsOff    = 256
-	growthWordsEnd    = 280
+	growthWordsEnd    = 296
 	counterWordsOff   = 320 // its own cache line: growers' CAS on AllocEnd never share it
 	counterWordsEnd   = 344
+	freeWordsOff      = 384 // free.go
+	freeWordCount     = 128
+	freeWordsEnd      = freeWordsOff + 8*freeWordCount
 	segmentHeaderSize = 256
 	entryHeaderSize   = 8
 	// fileAlign is the granule of the starting size and of MaxFileSize: a
@@ -134,7 +143,8 @@ const (
 	flagChecksums = 1 << 0 // entries' trailers hold a checksum
 	flagExpiry    = 1 << 1 // entries' trailers hold an expiry time
 	flagEvict     = 1 << 2 // the map evicts; slot bits 52-53 count accesses
-	knownFlags    = flagChecksums | flagExpiry | flagEvict
+	flagReuse     = 1 << 3 // freed slot tables are reused (free.go); never with flagEvict
+	knownFlags    = flagChecksums | flagExpiry | flagEvict | flagReuse
 )
 
 // trailer is the size of the bytes after an entry's value: 8 for its
@@ -250,6 +260,9 @@ func (h *header) validate() error {
 		return fmt.Errorf("header size %d", h.HeaderSize)
 	case h.TTL < 0 || h.TTL != 0 && h.EntryFlags&flagExpiry == 0:
 		return fmt.Errorf("time to live %d with entry flags %#x", h.TTL, h.EntryFlags)
+	case h.EntryFlags&(flagEvict|flagReuse) == flagEvict|flagReuse:
+		// An evicting map's readers write into slots: no table is reused.
+		return fmt.Errorf("entry flags %#x: an evicting map that reuses freed tables", h.EntryFlags)
 	case h.FileSize > maxFileSize || h.FileSize%fileAlign != 0:
 		return fmt.Errorf("file size %d", h.FileSize)
 	case h.MaxFileSize < h.FileSize || h.MaxFileSize > maxFileSize || h.MaxFileSize%fileAlign != 0:
@@ -311,6 +324,8 @@ type growthWords struct {
 	allocEnd     atomic.Uint64 // end of the claimed space: next claim starts here
 	tablesGrown  atomic.Uint64
 	extentsAdded atomic.Uint64
+	freeChanges  atomic.Uint64 // takes from and puts to the free words (free.go)
+	reused       atomic.Uint64 // growth steps that took freed space
 }
 
 // counterWords count events of every process that has the map open, at
@@ -485,6 +500,12 @@ var (
 	_ [counterWordsOff - growthWordsEnd]byte // after the growth words
 )
 
-// outsideReserved are the reserved ranges of the header page outside the
-// checksum: around the event counters.
-var outsideReserved = [2][2]int{{growthWordsEnd, counterWordsOff}, {counterWordsEnd, headerSize}}
+// outsideReserved returns the reserved ranges of the header page outside
+// the checksum: around the event counters and the free words, which are
+// reserved too in a map that does not reuse.
+func (m *Map) outsideReserved() [][2]int {
+	if m.reuse {
+		return [][2]int{{growthWordsEnd, counterWordsOff}, {counterWordsEnd, freeWordsOff}, {freeWordsEnd, headerSize}}
+	}
+	return [][2]int{{growthWordsEnd, counterWordsOff}, {counterWordsEnd, headerSize}}
+}

@@ -20,12 +20,12 @@ import (
 // for MaxFileSize). docs/FORMAT.md says why this design and not
 // Chronicle's chained tiers or splitting segments.
 //
-// Each growth step is: claim space (CAS on AllocEnd), give it storage
-// (fallocate), fill it while it is invisible, publish it with one store
-// into the segment header. A process killed before the store leaves
-// unreferenced space behind (offmap stat reports it; offmap copy
-// reclaims it) and the segment as it was; after the store, the step is
-// done.
+// Each growth step is: claim space (a freed table that fits, free.go, or
+// a CAS on AllocEnd, then fallocate), fill it while it is invisible,
+// publish it with one store into the segment header. A process killed
+// before the store leaves unreferenced space behind (offmap stat reports
+// it; offmap copy reclaims it) and the segment as it was; after the
+// store, the step is done.
 
 // growth returns the header's growth words.
 func (m *Map) growth() *growthWords { return shm.Overlay[growthWords](m.mem, growthWordsOff) }
@@ -146,10 +146,14 @@ func (m *Map) catchUp() {
 	}
 }
 
-// claim takes n bytes (a multiple of 64) at the end of the file for a
-// growth step, gives them storage and maps them. They are zero unless a
-// damaged file says otherwise; callers clear what must be zero.
+// claim takes n bytes (a multiple of 64) for a growth step: a freed
+// table's, zeroed, or at the end of the file, given storage. Either way
+// they are mapped, and zero unless a damaged file says otherwise; callers
+// clear what must be zero.
 func (m *Map) claim(n int) (int, error) {
+	if off, ok := m.takeFree(n); ok {
+		return off, nil
+	}
 	g := m.growth()
 	var start uint64
 	for {
@@ -217,12 +221,15 @@ func (m *Map) growSlots(s *segment) error {
 		crash("grow.table.copying")
 	}
 	crash("grow.table.filled")
+	old, _ := m.tableOf(s.base, s.hdr.table.Load())
 	beginChange(s)
 	s.hdr.table.Store(tableWord(off, nn))
 	endChange(s)
 	crash("grow.table.published")
 	m.growth().tablesGrown.Add(1)
 	s.mem, s.slots = mem, grown
+	// Readers still in the old table fail their version check (free.go).
+	m.putFree(old, shm.Pad(n*8, 64))
 	return nil
 }
 

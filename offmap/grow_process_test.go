@@ -207,7 +207,7 @@ func TestGrowAcrossProcesses(t *testing.T) {
 	// one) at a step of growth if it gets there within 200 ms; again until
 	// the writers are done (at least 12 times).
 	steps := []string{"grow.claimed", "grow.table.copying", "grow.table.filled", "grow.table.published",
-		"grow.extent.cleared", "grow.extent.published"}
+		"grow.extent.cleared", "grow.extent.published", "grow.reuse.taken", "grow.free.merging"}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	victims, finished, midGrowth := 0, 0, 0
 	for finished < writers || victims < 12 {
@@ -313,5 +313,11 @@ func TestGrowAcrossProcesses(t *testing.T) {
 		bytes.TrimSpace(readers[0].out.Bytes()), bytes.TrimSpace(readers[1].out.Bytes()))
 	if st.TablesGrown == 0 || st.ExtentsAdded == 0 || midGrowth == 0 {
 		t.Fatalf("the map did not grow, or no victim was killed growing it (%d): %+v", midGrowth, st)
+	}
+	if st.Reused == 0 {
+		t.Fatalf("no growth step reused a freed table: %+v", st)
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -47,8 +47,11 @@ type Map struct {
 	// evict: the map evicts (evict.go); evictCap is a segment's entry
 	// bound. matchBits are the slot bits a lookup compares (slotMatch,
 	// less the access count where the map evicts).
-	evict     bool
-	evictCap  int
+	evict    bool
+	evictCap int
+	// reuse: growth takes freed slot tables from the free words first
+	// (flagReuse, free.go).
+	reuse     bool
 	areas     []evictArea // of each segment, where the map evicts
 	matchBits uint64
 	area0Len  int // bytes of extent 0
@@ -158,6 +161,11 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 		return nil, err
 	}
 	m.refresh() // the growth area, as far as other processes took it
+	if !readOnly && !exclusive && !m.damagedGrowth.Load() {
+		// Free words that name space in use, or none, would be reported
+		// by Check; clearing them only leaves their space unused.
+		m.openRepairs = m.checkFreeWords(true)
+	}
 	if exclusive {
 		if !m.damagedGrowth.Load() { // else Recover repairs, descriptors first
 			m.recoverAlone()
@@ -192,6 +200,7 @@ func newMap(path string, h header, mem []byte, readOnly bool, w *shm.Witness, op
 		expiring:   h.EntryFlags&flagExpiry != 0,
 		ttl:        h.TTL,
 		evict:      h.EntryFlags&flagEvict != 0,
+		reuse:      h.EntryFlags&flagReuse != 0,
 		evictCap:   int(h.EvictCap),
 		matchBits:  slotMatch,
 		readOnly:   readOnly,

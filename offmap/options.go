@@ -238,6 +238,8 @@ func plan(o Options, seed uint64) (header, error) {
 	}
 	if o.Evict {
 		flags |= flagEvict
+	} else {
+		flags |= flagReuse
 	}
 	trailer := (&header{EntryFlags: flags}).trailer()
 	avgEntry := entryBytes(o.AverageKeySize, o.AverageValueSize, trailer)

@@ -293,6 +293,7 @@ func (m *Map) recoverAlone() {
 	// The growth descriptors first: a segment's repair writes into its
 	// tables and extents, which must be its own.
 	m.openRepairs, _ = m.checkGrowth(m.fileEnd(), true)
+	m.openRepairs = append(m.openRepairs, m.checkFreeWords(true)...)
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
 		s := &sv
@@ -347,6 +348,7 @@ func (m *Map) Recover() ([]string, error) {
 	size := m.fileEnd()
 	grown, cut := m.checkGrowth(size, true)
 	fixed = append(fixed, grown...)
+	fixed = append(fixed, m.checkFreeWords(true)...)
 	fixed = append(fixed, m.clearReserved()...)
 	if m.damagedGrowth.CompareAndSwap(true, false) {
 		m.refresh() // what Open left unmapped: the space claimed but not given storage
@@ -459,7 +461,10 @@ func (m *Map) Check() error {
 	if err != nil {
 		return err
 	}
-	if size, mapped := m.fileEnd(), len(m.current()); m.file != nil && shm.Pad(size, os.Getpagesize()) < mapped {
+	// The mapping first: a writer of this process extends it after the
+	// file grew, so a size read after it is at least as long.
+	if mapped := len(m.current()); m.file != nil && shm.Pad(m.fileEnd(), os.Getpagesize()) < mapped {
+		size := m.fileEnd()
 		// Scanning the segments would touch pages the file no longer has.
 		return fmt.Errorf("%w: %s: the file is %d bytes, shorter than the %d this process mapped: it was truncated while in use (Recover drops what was cut)",
 			ErrTruncated, m.path, size, mapped)
@@ -490,13 +495,32 @@ func (m *Map) CheckFile() ([]string, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
+	g := m.growth()
+	for try := 0; ; try++ {
+		a, c, mapped := g.allocEnd.Load(), g.freeChanges.Load(), len(m.current())
+		p, size, err := m.checkFileOnce()
+		if err != nil || len(p) == 0 || try == 100 {
+			return p, err
+		}
+		// A step published between the reads of the file's size, the
+		// mapping and the segment headers looks past the end of the file:
+		// what was read is evidence only if nothing moved meanwhile.
+		if again, err := m.statSize(); m.file == nil || err == nil && again == size &&
+			g.allocEnd.Load() == a && g.freeChanges.Load() == c && len(m.current()) == mapped {
+			return p, nil
+		}
+	}
+}
+
+// checkFileOnce is one look of CheckFile's; it returns the file's size.
+func (m *Map) checkFileOnce() ([]string, int, error) {
 	var p []string
 	if i := slices.IndexFunc(m.mem[headerReservedOff:checksumOff], nonZero); i >= 0 {
 		// Under the checksum: the file was made so, and Recover does not
 		// rewrite a sealed header.
 		p = append(p, fmt.Sprintf("header: reserved byte at offset %d is not zero", headerReservedOff+i))
 	} else {
-		for _, r := range outsideReserved {
+		for _, r := range m.outsideReserved() {
 			if i := slices.IndexFunc(m.mem[r[0]:r[1]], nonZero); i >= 0 {
 				p = append(p, fmt.Sprintf("header: reserved byte at offset %d, outside the checksum, is not zero; recover clears it", r[0]+i))
 				break
@@ -504,22 +528,38 @@ func (m *Map) CheckFile() ([]string, error) {
 		}
 	}
 	size := int64(len(m.current()))
+	mapped := len(m.current())
 	if m.file != nil {
 		m.refresh()
 		m.settleTail()
+		mapped = len(m.current()) // before the size: see Check
 		st, err := m.file.Stat()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if size = st.Size(); size < int64(m.hdr.FileSize) {
 			p = append(p, fmt.Sprintf("file is %d bytes, its header says at least %d", size, m.hdr.FileSize))
 		}
 	}
-	if mapped := len(m.current()); shm.Pad(size, int64(os.Getpagesize())) < int64(mapped) && m.file != nil {
+	if shm.Pad(size, int64(os.Getpagesize())) < int64(mapped) && m.file != nil {
 		p = append(p, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use", size, mapped))
 	}
-	grown, _ := m.checkGrowth(min(int(size), len(m.current())), false)
-	return append(p, grown...), nil
+	grown, _ := m.checkGrowth(min(int(size), mapped), false)
+	p = append(p, grown...)
+	return append(p, m.checkFreeWords(false)...), int(size), nil
+}
+
+// checkFreeWords checks the free words (free.go) against the regions the
+// segments name; with fix set it clears those that fail.
+func (m *Map) checkFreeWords(fix bool) []string {
+	if !m.reuse {
+		return nil
+	}
+	named, free, stable := m.growthSnapshot(1000)
+	if !stable {
+		return []string{"header: tables kept moving to and from the free words while checked; check again"}
+	}
+	return m.checkFree(named, free, fix)
 }
 
 func nonZero(b byte) bool { return b != 0 }
@@ -529,7 +569,7 @@ func nonZero(b byte) bool { return b != 0 }
 // otherwise fail Check for good.
 func (m *Map) clearReserved() []string {
 	var fixed []string
-	for _, rr := range outsideReserved {
+	for _, rr := range m.outsideReserved() {
 		r := m.mem[rr[0]:rr[1]]
 		i := slices.IndexFunc(r, nonZero)
 		if i < 0 {
@@ -593,8 +633,14 @@ func (m *Map) checkGrowth(size int, fix bool) (p []string, cut bool) {
 		p = append(p, fmt.Sprintf("header: the claimed space ends at %d, outside [%d, %d]; %s", claimed, m.hdr.FileSize, m.limit,
 			fixWord(fix, "moved to the end of the last table or extent", "recover moves it to the end of the last table or extent")))
 	}
+	named, _, stable := m.growthSnapshot(1000)
+	if !stable {
+		// Tables moving to and from the free words all the while: what
+		// was read is not evidence of damage.
+		return append(p, "header: tables kept moving to and from the free words while checked; check again"), false
+	}
 	end := int(m.hdr.FileSize) // of the regions kept so far
-	for _, r := range m.grownRegions() {
+	for _, r := range named {
 		if r.off < int(m.hdr.FileSize) && r.k == -1 {
 			continue // a table in an initial body: loadTable allows only the segment's own
 		}
@@ -657,7 +703,7 @@ func (m *Map) checkGrowthAtOpen(damaged bool) error {
 	// between the reads of AllocEnd, the headers and the file's size may
 	// look past either. Its claim moves AllocEnd, its storage the size.
 	for try := 0; try < 100; try++ {
-		a := g.allocEnd.Load()
+		a, c := g.allocEnd.Load(), g.freeChanges.Load()
 		size, err := m.statSize()
 		if err != nil {
 			return err
@@ -666,7 +712,7 @@ func (m *Map) checkGrowthAtOpen(damaged bool) error {
 		if len(p) == 0 {
 			return nil
 		}
-		if again, err := m.statSize(); err == nil && again == size && g.allocEnd.Load() == a {
+		if again, err := m.statSize(); err == nil && again == size && g.allocEnd.Load() == a && g.freeChanges.Load() == c {
 			break
 		}
 	}

@@ -35,6 +35,13 @@ type Stats struct {
 	// segments grew out of, and steps cut short by a crash. offmap copy
 	// reclaims it.
 	UnusedBytes int64
+	// Reused counts the growth steps that took freed space (a slot table
+	// a segment grew out of) instead of extending the file.
+	Reused int
+	// ReusableBytes is the part of UnusedBytes that the map's next growth
+	// steps take before they extend the file: freed slot tables, in maps
+	// that do not evict.
+	ReusableBytes int64
 	// ChecksumEntries: entries carry a checksum that Check verifies.
 	ChecksumEntries bool
 	// Expiring: entries may expire (TTL is the default time to live);
@@ -117,7 +124,7 @@ func (m *Map) Stats() Stats {
 	g := m.growth()
 	end := int64(g.allocEnd.Load())
 	st.FileSize = max(end, st.StartFileSize)
-	st.TablesGrown, st.ExtentsAdded = int(g.tablesGrown.Load()), int(g.extentsAdded.Load())
+	st.TablesGrown, st.ExtentsAdded, st.Reused = int(g.tablesGrown.Load()), int(g.extentsAdded.Load()), int(g.reused.Load())
 	st.UnusedBytes = max(0, end-st.StartFileSize)
 	c := m.counters()
 	st.LockTakeovers, st.Repairs, st.ExpiredRemoved = int(c.lockTakeovers.Load()), int(c.repairs.Load()), int(c.expiredRemoved.Load())
@@ -165,5 +172,6 @@ func (m *Map) Stats() Stats {
 		st.EntrySpace += ss.EntrySpace
 	}
 	st.UnusedBytes = max(0, st.UnusedBytes)
+	st.ReusableBytes = min(m.reusableBytes(), st.UnusedBytes)
 	return st
 }

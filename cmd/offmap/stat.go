@@ -76,7 +76,9 @@ type statJSON struct {
 	BytesUsed        int64         `json:"bytes_used"`
 	TablesGrown      int           `json:"tables_grown"`
 	ExtentsAdded     int           `json:"extents_added"`
-	UnusedBytes      int64         `json:"unused_bytes"` // growth no segment uses: offmap copy reclaims it
+	UnusedBytes      int64         `json:"unused_bytes"`   // growth no segment uses: offmap copy reclaims it
+	ReusableBytes    int64         `json:"reusable_bytes"` // of it, freed tables the next growth takes first
+	Reused           int           `json:"reused"`         // growth steps that took freed space
 	ChecksumEntries  bool          `json:"checksum_entries"`
 	Expiring         bool          `json:"expiring"`
 	TTL              time.Duration `json:"ttl_ns"`
@@ -155,7 +157,7 @@ func statOf(st offmap.Stats) statJSON {
 		Segments: st.Segments, SlotsPerSegment: st.SlotsPerSegment, MaxPerSegment: st.MaxPerSegment,
 		ChunkSize: st.ChunkSize, ChunksPerSegment: st.ChunksPerSegment,
 		EntrySpace: st.EntrySpace, BytesUsed: st.BytesUsed,
-		TablesGrown: st.TablesGrown, ExtentsAdded: st.ExtentsAdded, UnusedBytes: st.UnusedBytes,
+		TablesGrown: st.TablesGrown, ExtentsAdded: st.ExtentsAdded, UnusedBytes: st.UnusedBytes, ReusableBytes: st.ReusableBytes, Reused: st.Reused,
 		ChecksumEntries: st.ChecksumEntries,
 		Expiring:        st.Expiring, TTL: st.TTL, Expired: st.Expired,
 		LockTakeovers: st.LockTakeovers, Repairs: st.Repairs, ExpiredRemoved: st.ExpiredRemoved,
@@ -201,8 +203,14 @@ func printStat(c *cli, st statJSON, perSegment bool) {
 	fmt.Fprintf(w, "file size      %s now, %s when created, at most %s\n",
 		sized(st.FileSize), cliargs.FormatSize(st.StartFileSize), cliargs.FormatSize(st.MaxFileSize))
 	growth := fmt.Sprintf("%d slot tables grown, %d extents added", st.TablesGrown, st.ExtentsAdded)
+	if st.Reused > 0 {
+		growth += fmt.Sprintf(" (%d in freed tables)", st.Reused)
+	}
 	if st.UnusedBytes > 0 {
 		growth += fmt.Sprintf(", %s unused ('offmap copy' reclaims it)", sized(st.UnusedBytes))
+		if st.ReusableBytes > 0 {
+			growth += fmt.Sprintf(", of which growth reuses %s first", cliargs.FormatSize(st.ReusableBytes))
+		}
 	}
 	fmt.Fprintf(w, "growth         %s\n", growth)
 	if st.Expiring {

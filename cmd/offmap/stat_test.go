@@ -91,12 +91,17 @@ func TestStatGrowth(t *testing.T) {
 			space, st.EntrySpace, tables, extents, st.ExtentsAdded)
 	}
 
+	// One segment: each table it grows out of is freed next to the one
+	// before, and none fits the next, twice as large.
+	if st.ReusableBytes == 0 || st.ReusableBytes > st.UnusedBytes || st.Reused != 0 {
+		t.Errorf("%d of %d unused bytes reusable, %d growth steps reused space", st.ReusableBytes, st.UnusedBytes, st.Reused)
+	}
 	out := ok(t, "stat", path)
 	for _, want := range []string{
 		fmt.Sprintf("file size      %d bytes (%s) now, %s when created, at most %s\n",
 			st.FileSize, cliargs.FormatSize(st.FileSize), cliargs.FormatSize(st.StartFileSize), cliargs.FormatSize(st.MaxFileSize)),
-		fmt.Sprintf("growth         %d slot tables grown, %d extents added, %d bytes (%s) unused ('offmap copy' reclaims it)\n",
-			st.TablesGrown, st.ExtentsAdded, st.UnusedBytes, cliargs.FormatSize(st.UnusedBytes)),
+		fmt.Sprintf("growth         %d slot tables grown, %d extents added, %d bytes (%s) unused ('offmap copy' reclaims it), of which growth reuses %s first\n",
+			st.TablesGrown, st.ExtentsAdded, st.UnusedBytes, cliargs.FormatSize(st.UnusedBytes), cliargs.FormatSize(st.ReusableBytes)),
 		"entries        5000, 0 detached\n",
 		"segment  entries  detached    slots  max entries  entry fill  extents  entry space",
 	} {
