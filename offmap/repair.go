@@ -505,7 +505,10 @@ func (m *Map) CheckFile() ([]string, error) {
 		// A step published between the reads of the file's size, the
 		// mapping and the segment headers looks past the end of the file:
 		// what was read is evidence only if nothing moved meanwhile.
-		if again, err := m.statSize(); m.file == nil || err == nil && again == size &&
+		if m.file == nil {
+			return p, nil
+		}
+		if again, err := m.statSize(); err == nil && again == size &&
 			g.allocEnd.Load() == a && g.freeChanges.Load() == c && len(m.current()) == mapped {
 			return p, nil
 		}
