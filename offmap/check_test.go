@@ -180,3 +180,25 @@ func TestCheckReadOnlyWhileWriting(t *testing.T) {
 		t.Fatalf("%d of 3000 checks saw the segment still", clean)
 	}
 }
+
+// TestGrowthWordsReservedWithoutReuse: in a map without flag 3 (here one
+// that evicts) the free-list changes and reuse counts are reserved bytes:
+// damage there is reported, and Recover clears it.
+func TestGrowthWordsReservedWithoutReuse(t *testing.T) {
+	p := tempPath(t)
+	m, err := Open(p, Options{Entries: 100, AverageKeySize: 8, AverageValueSize: 8, Evict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeChecked(t, m)
+	mustPut(t, m, []byte("k"), []byte("v"))
+	m.mem[freeChangesOff+9] = 1 // in the reuse count
+	if ps := checkProblems(t, m); len(ps) != 1 || !hasProblem(ps, "reserved byte at offset 289") {
+		t.Fatalf("Check found %q, want the reserved byte at 289", ps)
+	}
+	fixed, err := m.Recover()
+	if err != nil || !hasProblem(fixed, "reserved bytes [280, 320) cleared") {
+		t.Fatalf("Recover: %q, %v", fixed, err)
+	}
+	mustGet(t, m, []byte("k"), "v")
+}

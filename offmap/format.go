@@ -95,6 +95,7 @@ const (
 	headerReservedOff = 172 // [148, 152), [172, 248), [296, 320), [344, 384) and [1408, 4096) are reserved, zero
 	growthWordsOff    = 256
 	growthWordsEnd    = 296
+	freeChangesOff    = 280 // the last two growth words, flag 3's
 	counterWordsOff   = 320 // its own cache line: growers' CAS on AllocEnd never share it
 	counterWordsEnd   = 344
 	freeWordsOff      = 384 // free.go
@@ -498,14 +499,19 @@ var (
 	_ [counterWordsEnd - counterWordsOff - unsafe.Sizeof(counterWords{})]byte
 	_ [unsafe.Sizeof(counterWords{}) - (counterWordsEnd - counterWordsOff)]byte
 	_ [counterWordsOff - growthWordsEnd]byte // after the growth words
+	_ [unsafe.Offsetof(growthWords{}.freeChanges) - (freeChangesOff - growthWordsOff)]byte
+	_ [(freeChangesOff - growthWordsOff) - unsafe.Offsetof(growthWords{}.freeChanges)]byte
+	_ [growthWordsEnd - freeChangesOff - 16]byte // the free-list changes and reuses end the growth words
+	_ [16 - (growthWordsEnd - freeChangesOff)]byte
 )
 
 // outsideReserved returns the reserved ranges of the header page outside
-// the checksum: around the event counters and the free words, which are
-// reserved too in a map that does not reuse.
+// the checksum: around the event counters and the free words. In a map
+// that does not reuse, the free words and the two growth words that count
+// their changes and the reuses (never written there) are reserved too.
 func (m *Map) outsideReserved() [][2]int {
 	if m.reuse {
 		return [][2]int{{growthWordsEnd, counterWordsOff}, {counterWordsEnd, freeWordsOff}, {freeWordsEnd, headerSize}}
 	}
-	return [][2]int{{growthWordsEnd, counterWordsOff}, {counterWordsEnd, headerSize}}
+	return [][2]int{{freeChangesOff, counterWordsOff}, {counterWordsEnd, headerSize}}
 }

@@ -63,7 +63,9 @@ func (m *Map) freeFits(off, n int) bool {
 // the smallest free region that holds them, zeroed and mapped, or false
 // when none does.
 func (m *Map) takeFree(n int) (int, bool) {
-	if !m.reuse {
+	if !m.reuse || !m.validAllocEnd(m.growth().allocEnd.Load()) {
+		// Damage to AllocEnd (claim reports it): Recover moves it past
+		// the free regions first, so leave them where they are.
 		return 0, false
 	}
 	words := m.freeWords()
@@ -101,6 +103,15 @@ func (m *Map) takeFree(n int) (int, bool) {
 		if m.namedOverlaps(off, off+n) {
 			continue
 		}
+		if m.file != nil {
+			// Storage first: a file cut short under this process may have
+			// lost the freed space. (Grow never shrinks the file, and
+			// writes, where it must, only over this region, now ours.)
+			if err := shm.Grow(m.file, int64(off), int64(n)); err != nil {
+				m.putFree(off, n)
+				return 0, false
+			}
+		}
 		if len(m.current()) < off+n && !m.mapsPast(off+n-1) {
 			m.putFree(off, n)
 			return 0, false
@@ -124,8 +135,8 @@ func (m *Map) putFree(off, n int) {
 		for i := range words {
 			w := words[i].Load()
 			o, size := freeAt(w)
-			if w == 0 || size+n > maxFreeBytes || o+size != off && off+n != o {
-				continue
+			if w == 0 || size+n > maxFreeBytes || o+size != off && off+n != o || !m.freeFits(o, size) {
+				continue // a damaged neighbour would take this region down with it
 			}
 			// The neighbour is this process's alone once out of its word.
 			if words[i].CompareAndSwap(w, 0) {
@@ -201,20 +212,29 @@ func (m *Map) growthSnapshot(tries int) (named []grownRegion, free []freeRegion,
 	}
 }
 
-// checkFree checks the free words against the growth area and the regions
-// kept (named, sorted by offset, each sound): every free region lies
-// inside [FileSize, AllocEnd), overlaps no region a segment names and no
-// other free region. With fix set it clears the words that fail, which
-// leaves their space unused: nothing is lost.
-func (m *Map) checkFree(named []grownRegion, free []freeRegion, fix bool) []string {
+// freeInFile reports whether free region f lies where a freed table can:
+// 64-aligned, not empty, within the growth area's first size bytes (the
+// file's; a freed table had storage) and MaxFileSize.
+func (m *Map) freeInFile(f freeRegion, size int) bool {
+	return f.end > f.off && f.off%64 == 0 && f.off >= int(m.hdr.FileSize) && f.end <= min(size, m.limit)
+}
+
+// checkFree checks the free words against the growth area of a file of
+// size bytes and the regions kept (named, sorted by offset, each sound):
+// every free region lies inside it and inside the claimed space, and
+// overlaps no region a segment names and no other free region. With fix
+// set it clears the words that fail, which leaves their space unused:
+// nothing is lost; and it moves the claimed space's end past a region
+// that is sound but lies past it.
+func (m *Map) checkFree(named []grownRegion, free []freeRegion, size int, fix bool) []string {
 	var p []string
 	slices.SortFunc(free, func(a, b freeRegion) int { return cmp.Or(cmp.Compare(a.off, b.off), cmp.Compare(a.word, b.word)) })
 	end := 0 // of the free regions kept so far
 	for _, f := range free {
 		why := ""
 		switch {
-		case !m.freeFits(f.off, f.end-f.off):
-			why = fmt.Sprintf("[%d, %d) lies outside the claimed growth area [%d, %d)", f.off, f.end, m.hdr.FileSize, m.growth().allocEnd.Load())
+		case !m.freeInFile(f, size):
+			why = fmt.Sprintf("[%d, %d) lies outside the file's growth area [%d, %d)", f.off, f.end, m.hdr.FileSize, min(size, m.limit))
 		case f.off < end:
 			why = fmt.Sprintf("[%d, %d) overlaps another free region", f.off, f.end)
 		default:
@@ -227,6 +247,15 @@ func (m *Map) checkFree(named []grownRegion, free []freeRegion, fix bool) []stri
 		}
 		if why == "" {
 			end = f.end
+			if a := m.growth().allocEnd.Load(); f.end > int(a) && m.validAllocEnd(a) {
+				// Past the claimed space (damage to AllocEnd, no checksum
+				// covers it): raised, as for a table kept there.
+				if fix {
+					raiseAllocEnd(m.growth(), f.end)
+				}
+				p = append(p, fmt.Sprintf("header: free word %d: [%d, %d) lies past the claimed space, which ends at %d; %s", f.word, f.off, f.end, a,
+					fixWord(fix, "the claimed space's end moved past it", "recover moves the claimed space's end past it")))
+			}
 			continue
 		}
 		w := freeWord(f.off, f.end-f.off)

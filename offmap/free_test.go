@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,10 +122,10 @@ func TestFreeWordDamage(t *testing.T) {
 			off, n := tableAt(m.segment(0).hdr.table.Load())
 			return freeWord(off, shm.Pad(8*n, 64))
 		}},
-		{"before the growth area", "outside the claimed growth area", func(m *Map) uint64 {
+		{"before the growth area", "outside the file's growth area", func(m *Map) uint64 {
 			return freeWord(int(m.hdr.SegmentsOff), 1<<16)
 		}},
-		{"past the claimed space", "outside the claimed growth area", func(m *Map) uint64 {
+		{"past the end of the file", "outside the file's growth area", func(m *Map) uint64 {
 			return freeWord(int(m.growth().allocEnd.Load()), 1<<16)
 		}},
 		{"over another free region", "overlaps another free region", func(m *Map) uint64 {
@@ -328,7 +329,7 @@ func TestCheckSeesTableMoveOnce(t *testing.T) {
 	defer func() { betweenLooks = nil }()
 	// The free words' check alone: CheckFile would also look again for
 	// the file's new size.
-	if ps := m.checkFreeWords(false); ps != nil || grown != 1 {
+	if ps := m.freeWordProblems(m.storedSize(), false); ps != nil || grown != 1 {
 		t.Fatalf("Check of the free words: %q (grew %d times between its looks)", ps, grown)
 	}
 	if st := m.Stats(); st.ReusableBytes == 0 {
@@ -357,5 +358,161 @@ func TestOpenClearsBadFreeWord(t *testing.T) {
 	}
 	if fixed, err := other.Recover(); err != nil || len(fixed) != 1 || !hasProblem(fixed, "free word 3") {
 		t.Fatalf("Recover: %q, %v", fixed, err)
+	}
+}
+
+// freeTail grows a map with freed tables, then claims a region past
+// everything its segments name and frees it: the free words then name
+// space at the end of the claimed space, as when the last table grown
+// took a freed region and left the one at the end behind.
+func freeTail(t *testing.T, p string) (m *Map, off, n int) {
+	m, err := Open(p, Options{Entries: 100, AverageKeySize: 11, AverageValueSize: 8, Segments: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3000 {
+		mustPut(t, m, key(i), bigValue(i, 8))
+	}
+	// Larger than every free region: claimed at AllocEnd.
+	n = shm.Pad(int(m.Stats().ReusableBytes)+4096, 64)
+	off, err = m.claim(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := int(m.growth().allocEnd.Load()); off+n != end {
+		t.Fatalf("claimed [%d, %d), AllocEnd %d", off, off+n, end)
+	}
+	m.putFree(off, n)
+	return m, off, n
+}
+
+// TestAllocEndDamageKeepsFreeSpace: damage to AllocEnd, which no
+// checksum covers, never lets a claim hand out space a free word names.
+// While AllocEnd is bad nothing is taken from the free words; Recover
+// moves it past the free regions as past the tables (or raises it past a
+// free region it was lowered below), so the free space stays reusable and
+// growth goes on with every entry intact.
+func TestAllocEndDamageKeepsFreeSpace(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		end        func(m *Map, tail int) uint64
+		takes      bool // whether growth goes on before Recover
+	}{
+		{"past MaxFileSize", "the claimed space ends at", func(m *Map, _ int) uint64 { return uint64(m.limit) + 64 }, false},
+		{"not aligned", "the claimed space ends at", func(m *Map, tail int) uint64 { return uint64(tail) + 8 }, false},
+		{"below a free region", "lies past the claimed space", func(m *Map, tail int) uint64 { return uint64(tail) }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, off, n := freeTail(t, tempPath(t))
+			defer closeChecked(t, m)
+			before, reusable := m.Stats(), m.reusableBytes() // (Stats bounds it by AllocEnd)
+			m.growth().allocEnd.Store(c.end(m, off))
+			if ps := checkProblems(t, m); len(ps) != 1 || !hasProblem(ps, c.want) {
+				t.Fatalf("Check found %q, want one: %s", ps, c.want)
+			}
+			i, failed := 3000, -1
+			if !c.takes {
+				// Until a growth step: it fails, and takes nothing.
+				var err error
+				for ; err == nil && i < 20_000; i++ {
+					err = m.Put(key(i), bigValue(i, 8))
+				}
+				failed = i - 1
+				st := m.Stats()
+				if !errors.Is(err, ErrCorrupt) || st.Reused != before.Reused || m.reusableBytes() != reusable {
+					t.Fatalf("growth with AllocEnd bad: %v; reused %d -> %d, reusable %d -> %d",
+						err, before.Reused, st.Reused, reusable, m.reusableBytes())
+				}
+				// The growth descriptors' repair alone, Recover's first
+				// step: a claim by another process may come before the free
+				// words are checked, so it must already leave the free tail
+				// claimed.
+				p, _ := m.checkGrowth(m.fileEnd(), true)
+				if end := int(m.growth().allocEnd.Load()); !hasProblem(p, c.want) || end < off+n {
+					t.Fatalf("AllocEnd repaired to %d, free tail [%d, %d): %q", end, off, off+n, p)
+				}
+			}
+			fixed, err := m.Recover()
+			if err != nil || c.takes && !hasProblem(fixed, c.want) {
+				t.Fatalf("Recover: %q, %v", fixed, err)
+			}
+			if end := int(m.growth().allocEnd.Load()); end < off+n || m.reusableBytes() != reusable {
+				t.Fatalf("after Recover AllocEnd %d, free tail [%d, %d); reusable %d, was %d",
+					end, off, off+n, m.reusableBytes(), reusable)
+			}
+			if ps := checkProblems(t, m); ps != nil {
+				t.Fatalf("Check after Recover found %q", ps)
+			}
+			for ; i < 12_000; i++ {
+				mustPut(t, m, key(i), bigValue(i, 8))
+			}
+			if st := m.Stats(); st.Reused <= before.Reused {
+				t.Fatalf("growth after Recover reused nothing: %+v", st)
+			}
+			for j := range i {
+				if j != failed {
+					mustGet(t, m, key(j), string(bigValue(j, 8)))
+				}
+			}
+			if ps := checkProblems(t, m); ps != nil {
+				t.Fatalf("Check after growing on found %q", ps)
+			}
+		})
+	}
+}
+
+// TestFreedTailCut: a file cut short under the map, losing only freed
+// space at its end, loses nothing stored. A take of that space gives it
+// storage before writing there (never a SIGBUS); Check reports a free
+// word past the end of the file, and Recover clears it.
+func TestFreedTailCut(t *testing.T) {
+	p := tempPath(t)
+	m, off, n := freeTail(t, p)
+	defer closeChecked(t, m)
+	if err := os.Truncate(p, int64(off)); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := m.takeFree(n)
+	if !ok || got != off {
+		t.Fatalf("take of %d bytes: %d, %v; want the cut tail at %d", n, got, ok, off)
+	}
+	if st, err := os.Stat(p); err != nil || st.Size() < int64(off+n) {
+		t.Fatalf("the taken tail [%d, %d) has no storage: %v, %v", off, off+n, st.Size(), err)
+	}
+	if i := slices.IndexFunc(m.current()[off:off+n], nonZero); i >= 0 {
+		t.Fatalf("taken space not zero at %d", off+i)
+	}
+	m.putFree(got, n)
+	if ps := checkProblems(t, m); ps != nil {
+		t.Fatalf("Check found %q", ps)
+	}
+	// Cut again, and Check before any take.
+	if err := os.Truncate(p, int64(off)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Check(); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("Check: %v, want ErrTruncated", err)
+	}
+	if ps, err := m.CheckFile(); err != nil || !hasProblem(ps, "outside the file's growth area") {
+		t.Fatalf("CheckFile found %q, %v; want the free word past the end of the file", ps, err)
+	}
+	fixed, err := m.Recover()
+	if err != nil || !hasProblem(fixed, "outside the file's growth area") || !hasProblem(fixed, "given storage again") {
+		t.Fatalf("Recover: %q, %v", fixed, err)
+	}
+	if ps := checkProblems(t, m); ps != nil {
+		t.Fatalf("Check after Recover found %q", ps)
+	}
+	for i := 3000; i < 10_000; i++ {
+		mustPut(t, m, key(i), bigValue(i, 8))
+	}
+	for i := range 10_000 {
+		mustGet(t, m, key(i), string(bigValue(i, 8)))
+	}
+	if _, err := m.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if ps := checkProblems(t, m); ps != nil {
+		t.Fatalf("Check after growing on found %q", ps)
 	}
 }

@@ -13,11 +13,12 @@ import (
 // Growth. Entries and the average sizes are where a map starts. A segment
 // that runs out of slots moves to a slot table twice as large; one that
 // runs out of entry space adds an extent twice as large as all it has.
-// Both are taken from the end of the file, past AllocEnd, by whichever
-// process needs them, under nothing but the segment's own lock: the map
-// never stops, and no entry ever moves, so value handles keep their
-// address (the mapping is extended in place, in address space reserved
-// for MaxFileSize). docs/FORMAT.md says why this design and not
+// Both are taken from the tables other segments grew out of (free.go) or
+// from the end of the file, past AllocEnd, by whichever process needs
+// them, under nothing but the segment's own lock: the map never stops,
+// and no entry ever moves, so value handles keep their address (the
+// mapping is extended in place, in address space reserved for
+// MaxFileSize). docs/FORMAT.md says why this design and not
 // Chronicle's chained tiers or splitting segments.
 //
 // Each growth step is: claim space (a freed table that fits, free.go, or
@@ -158,7 +159,7 @@ func (m *Map) claim(n int) (int, error) {
 	var start uint64
 	for {
 		start = g.allocEnd.Load()
-		if start < m.hdr.FileSize || start%64 != 0 || start > uint64(m.limit) {
+		if !m.validAllocEnd(start) {
 			return 0, fmt.Errorf("%w: %s: the end of the claimed space, %d, lies outside [%d, %d]",
 				ErrCorrupt, m.path, start, m.hdr.FileSize, m.limit)
 		}
@@ -187,6 +188,12 @@ func (m *Map) claim(n int) (int, error) {
 		}
 	}
 	return int(start), nil
+}
+
+// validAllocEnd reports whether a, read from AllocEnd, can be where the
+// claimed space ends: within [FileSize, MaxFileSize], 64-aligned.
+func (m *Map) validAllocEnd(a uint64) bool {
+	return a >= m.hdr.FileSize && a%64 == 0 && a <= uint64(m.limit)
 }
 
 // growSlots moves s to a slot table twice as large. The new table is

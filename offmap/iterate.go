@@ -65,20 +65,20 @@ func (m *Map) AllErr(err *error) iter.Seq2[[]byte, []byte] {
 // (key start, value start, value end) of each entry to spans.
 func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, error) {
 	var since time.Time
-	quiescent := false
+	var q quiet
 	for try := 0; ; try++ {
 		if m.closed.Load() {
 			return buf, spans, ErrClosed
 		}
 		v := s.hdr.version.Load()
-		if v&1 != 0 && !quiescent {
-			q, err := m.readStep(s, try, &since)
-			if err != nil {
+		if q = q.ended(s); v&1 != 0 && !q.on {
+			var err error
+			if q, err = m.readStep(s, v, try, &since); err != nil {
 				return buf, spans, err
 			}
-			quiescent = q
 			continue
 		}
+		quiescent := q.on
 		buf, spans = buf[:0], spans[:0]
 		bad, rejected := !m.loadTable(s), false
 		var t int64
@@ -137,7 +137,7 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 			}
 			spans = append(spans, k, vs, len(buf))
 		}
-		if quiescent || s.hdr.version.Load() == v {
+		if readDone(s, v, q) {
 			if rejected {
 				return buf, spans, m.corrupt(s, "an entry fails its checksum (torn by a power cut, or damaged)")
 			}
@@ -149,11 +149,10 @@ func (m *Map) snapshot(s *segment, buf []byte, spans []int) ([]byte, []int, erro
 			}
 			return buf, spans, nil
 		}
-		q, err := m.readStep(s, try, &since)
-		if err != nil {
+		var err error
+		if q, err = m.readStep(s, v, try, &since); err != nil {
 			return buf, spans, err
 		}
-		quiescent = q
 	}
 }
 

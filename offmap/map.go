@@ -164,7 +164,8 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 	if !readOnly && !exclusive && !m.damagedGrowth.Load() {
 		// Free words that name space in use, or none, would be reported
 		// by Check; clearing them only leaves their space unused.
-		m.openRepairs = m.checkFreeWords(true)
+		// (Words that kept moving all the while are in use, not damage.)
+		m.openRepairs, _ = m.checkFreeWords(m.storedSize(), true)
 	}
 	if exclusive {
 		if !m.damagedGrowth.Load() { // else Recover repairs, descriptors first

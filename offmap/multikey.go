@@ -148,13 +148,14 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 	segs, vals, found := sc.segs, sc.vals, sc.found
 	versions := sc.versions
 	// quiescent[i]: a read-only process found segment i's writer dead; it
-	// reads that segment as the writer left it, with no version check.
+	// reads that segment as the writer left it (read.go, quiet).
 	quiescent := sc.quiescent
 	since := sc.since
 	for try := 0; ; try++ {
 		busy, badLookup := -1, false
 		for i := range segs {
-			if versions[i] = segs[i].hdr.version.Load(); versions[i]&1 != 0 && !quiescent[i] {
+			quiescent[i] = quiescent[i].ended(&segs[i])
+			if versions[i] = segs[i].hdr.version.Load(); versions[i]&1 != 0 && !quiescent[i].on {
 				busy = i
 				break
 			}
@@ -166,7 +167,7 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 			busy = m.viewOnce(keys, sc)
 			badLookup = busy >= 0
 			for i := range segs {
-				if busy < 0 && !quiescent[i] && segs[i].hdr.version.Load() != versions[i] {
+				if busy < 0 && !readDone(&segs[i], versions[i], quiescent[i]) {
 					busy = i
 				}
 			}
@@ -184,11 +185,11 @@ func (m *Map) ViewKeys(keys [][]byte, fn func(values [][]byte, found []bool)) er
 			}
 			// Out of bounds under a stable version (or in a segment read
 			// as its dead writer left it) is damage, not a torn read.
-			if quiescent[busy] || segs[busy].hdr.version.Load() == versions[busy] {
+			if readDone(&segs[busy], versions[busy], quiescent[busy]) {
 				return m.corrupt(&segs[busy], "a lookup met an entry outside the segment, or one that fails its checksum")
 			}
 		}
-		q, err := m.readStep(&segs[busy], try, &since[busy])
+		q, err := m.readStep(&segs[busy], versions[busy], try, &since[busy])
 		if err != nil {
 			return err
 		}
@@ -211,7 +212,7 @@ func (m *Map) viewOnce(keys [][]byte, sc *keysScratch) int {
 		j := sc.keySeg[i]
 		s := &sc.segs[j]
 		_, w, e, ok, bad := m.find(s, k, sc.hashes[i])
-		if sc.quiescent[j] {
+		if sc.quiescent[j].on {
 			e, ok = m.asCommitted(s, k, w, e, ok)
 		}
 		if bad && !ok {
@@ -220,7 +221,7 @@ func (m *Map) viewOnce(keys [][]byte, sc *keysScratch) int {
 		if !ok || m.expired(s, e) {
 			continue
 		}
-		if sc.quiescent[j] && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
+		if sc.quiescent[j].on && s.hdr.intent.Load() == uint64(slotChunk(w))+1 {
 			// A dead writer was rewriting this value: what the entry
 			// holds once its redo record is applied.
 			sc.bufs[i] = m.scratchValue(sc.bufs[i], s, e)
@@ -250,7 +251,7 @@ type keysScratch struct {
 	partList  []*txPart   // the segments that take part, in segment order
 	since     []time.Time // per segment (ViewKeys)
 	versions  []uint64    // per segment (ViewKeys)
-	quiescent []bool      // per segment (ViewKeys)
+	quiescent []quiet     // per segment (ViewKeys)
 	full      *segment    // the segment where UpdateKeys found no room
 }
 

@@ -50,24 +50,38 @@ func (m *Map) rememberDead(t shm.Token) {
 // record of an interrupted UpdateKeys). It remembers the dead writer until
 // the segment's lock word changes, so that later reads of the segment
 // neither wait nor ask again.
-func (m *Map) readStep(s *segment, try int, since *time.Time) (quiescent bool, err error) {
+//
+// v is the odd version the reader saw. The verdict is for the lock word's
+// holder then (0 for a free lock over an odd version, which only damage
+// leaves): a writer that takes the lock over to repair the segment ends
+// it, and so does a live writer's finishing, which a free lock seen just
+// after it must not be taken for.
+func (m *Map) readStep(s *segment, v uint64, try int, since *time.Time) (quiet, error) {
 	if try < readTries {
 		if try > readTries/2 {
 			shm.Yield()
 		}
-		return false, nil
+		return quiet{}, nil
 	}
 	if !m.readOnly {
 		if err := m.lock(s); err != nil {
-			return false, err
+			return quiet{}, err
 		}
 		s.hdr.lock.Unlock()
-		return false, nil
+		return quiet{}, nil
 	}
-	// A free lock over an odd version is left by damage, not by a writer.
+	if readStepLooks != nil {
+		readStepLooks(0)
+	}
 	owner := s.hdr.lock.Owner()
-	if owner == 0 || m.knownDead(owner) {
-		return true, nil
+	if readStepLooks != nil {
+		readStepLooks(1)
+	}
+	if owner == 0 {
+		return quiet{on: v&1 != 0 && s.hdr.version.Load() == v}, nil
+	}
+	if m.knownDead(owner) {
+		return quiet{true, owner}, nil
 	}
 	if since.IsZero() {
 		*since = time.Now()
@@ -75,15 +89,47 @@ func (m *Map) readStep(s *segment, try int, since *time.Time) (quiescent bool, e
 	}
 	if time.Since(*since) < staleAfter {
 		time.Sleep(time.Millisecond)
-		return false, nil
+		return quiet{}, nil
 	}
 	if !m.witness.Alive(owner) {
 		m.rememberDead(owner)
-		return true, nil
+		return quiet{true, owner}, nil
 	}
 	*since = time.Now()
-	return false, nil
+	return quiet{}, nil
 }
+
+// quiet is a read-only reader's verdict on a segment with an odd version
+// (readStep): on when no live writer will finish the change, so that the
+// reader reads the segment as it was left, through the record of an
+// interrupted UpdateKeys. Such a read still checks, after it, that the
+// version did not change, and that holder still holds the lock: a writer
+// that takes it over repairs the segment under the same odd version.
+type quiet struct {
+	on     bool
+	holder shm.Token
+}
+
+// holds reports whether the verdict still stands for s.
+func (q quiet) holds(s *segment) bool { return q.on && s.hdr.lock.Owner() == q.holder }
+
+// ended is q, or no verdict once it no longer holds.
+func (q quiet) ended(s *segment) quiet {
+	if q.on && !q.holds(s) {
+		return quiet{}
+	}
+	return q
+}
+
+// readDone reports whether a read of s that began at version v holds: the
+// version unchanged and, for a quiescent read, the holder too.
+func readDone(s *segment, v uint64, q quiet) bool {
+	return s.hdr.version.Load() == v && (!q.on || q.holds(s))
+}
+
+// readStepLooks, when set by a test, runs in a read-only readStep before
+// (0) and after (1) its look at the lock's holder.
+var readStepLooks func(phase int)
 
 func putWord(b []byte, w uint64) { binary.LittleEndian.PutUint64(b, w) }
 
@@ -204,17 +250,17 @@ func appendValueAt(dst, mem []byte, off, n int) []byte {
 func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) ([]byte, bool, error) {
 	base := len(dst)
 	var since time.Time
-	quiescent := false
+	var q quiet
 	for try := 0; ; try++ {
 		v := s.hdr.version.Load()
-		if v&1 != 0 && !quiescent {
-			q, err := m.readStep(s, try, &since)
-			if err != nil {
+		if q = q.ended(s); v&1 != 0 && !q.on {
+			var err error
+			if q, err = m.readStep(s, v, try, &since); err != nil {
 				return dst[:base], false, err
 			}
-			quiescent = q
 			continue
 		}
+		quiescent := q.on
 		m.loadTable(s)
 		pos, w, e, found, bad := m.find(s, key, h)
 		if quiescent {
@@ -232,7 +278,7 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 				rejected = m.sumRejects(s.mem, w, e.sumOff(), key, out[base:])
 			}
 		}
-		if quiescent || s.hdr.version.Load() == v {
+		if readDone(s, v, q) {
 			if m.closed.Load() {
 				return dst[:base], false, ErrClosed
 			}
@@ -254,11 +300,10 @@ func (m *Map) readSlow(dst, key []byte, h keyHash, s *segment, wantValue bool) (
 			}
 			return out, found, nil
 		}
-		q, err := m.readStep(s, try, &since)
-		if err != nil {
+		var err error
+		if q, err = m.readStep(s, v, try, &since); err != nil {
 			return dst[:base], false, err
 		}
-		quiescent = q
 	}
 }
 

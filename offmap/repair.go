@@ -293,7 +293,7 @@ func (m *Map) recoverAlone() {
 	// The growth descriptors first: a segment's repair writes into its
 	// tables and extents, which must be its own.
 	m.openRepairs, _ = m.checkGrowth(m.fileEnd(), true)
-	m.openRepairs = append(m.openRepairs, m.checkFreeWords(true)...)
+	m.openRepairs = append(m.openRepairs, m.freeWordProblems(m.storedSize(), true)...)
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
 		s := &sv
@@ -348,22 +348,35 @@ func (m *Map) Recover() ([]string, error) {
 	size := m.fileEnd()
 	grown, cut := m.checkGrowth(size, true)
 	fixed = append(fixed, grown...)
-	fixed = append(fixed, m.checkFreeWords(true)...)
+	fixed = append(fixed, m.freeWordProblems(m.storedSize(), true)...)
 	fixed = append(fixed, m.clearReserved()...)
 	if m.damagedGrowth.CompareAndSwap(true, false) {
 		m.refresh() // what Open left unmapped: the space claimed but not given storage
 	}
 	var truncated error
+	// Cut shorter than this process mapped, but past everything the
+	// segments name: only free or unused space was lost.
+	short := m.file != nil && shm.Pad(size, os.Getpagesize()) < len(m.current())
 	if cut && m.file != nil {
 		truncated = fmt.Errorf("%w: %s: the file ends at %d, before tables or extents its segments named: Recover dropped them, and the entries in them are lost",
 			ErrTruncated, m.path, size)
+	} else if short {
+		fixed = append(fixed, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use, past every table and extent; given storage again",
+			size, len(m.current())))
+	}
+	if cut && m.file != nil || short {
 		// Give the cut part storage again, as zeros that nothing names
 		// now: a process that still has it mapped reads them instead of
 		// faulting.
 		if end := max(int(m.growth().allocEnd.Load()), len(m.current())); end > size {
 			if err := shm.AllocateShared(m.file, int64(size), int64(end-size)); errors.Is(err, errors.ErrUnsupported) {
 				// Zeros written instead, over claimed space alone, which
-				// no claimant writes now (claims start at AllocEnd).
+				// no claimant writes now: claims start at AllocEnd, and
+				// the free words naming space there were cleared above
+				// (a take that began before gives its region storage
+				// itself, so only one already past its Grow can lose its
+				// fill here: a window of a few instructions, with no
+				// fallocate, in a file cut short).
 				if claimed := int(m.growth().allocEnd.Load()); claimed > size {
 					shm.Grow(m.file, int64(size), int64(claimed-size))
 				}
@@ -549,20 +562,42 @@ func (m *Map) checkFileOnce() ([]string, int, error) {
 	}
 	grown, _ := m.checkGrowth(min(int(size), mapped), false)
 	p = append(p, grown...)
-	return append(p, m.checkFreeWords(false)...), int(size), nil
+	return append(p, m.freeWordProblems(int(size), false)...), int(size), nil
 }
 
 // checkFreeWords checks the free words (free.go) against the regions the
-// segments name; with fix set it clears those that fail.
-func (m *Map) checkFreeWords(fix bool) []string {
+// segments name, in a file of size bytes; with fix set it clears those
+// that fail. stable is false, and nothing checked, if tables kept moving
+// to and from the free words all the while.
+func (m *Map) checkFreeWords(size int, fix bool) (p []string, stable bool) {
 	if !m.reuse {
-		return nil
+		return nil, true
 	}
 	named, free, stable := m.growthSnapshot(1000)
 	if !stable {
+		return nil, false
+	}
+	return m.checkFree(named, free, size, fix), true
+}
+
+// freeWordProblems is checkFreeWords for Check and Recover, which say
+// when they could not check.
+func (m *Map) freeWordProblems(size int, fix bool) []string {
+	p, stable := m.checkFreeWords(size, fix)
+	if !stable {
 		return []string{"header: tables kept moving to and from the free words while checked; check again"}
 	}
-	return m.checkFree(named, free, fix)
+	return p
+}
+
+// storedSize is the file's size, or the memory's for a map in memory.
+func (m *Map) storedSize() int {
+	if m.file != nil {
+		if n, err := m.statSize(); err == nil {
+			return n
+		}
+	}
+	return len(m.current())
 }
 
 func nonZero(b byte) bool { return b != 0 }
@@ -631,12 +666,12 @@ func (m *Map) grownRegions() []grownRegion {
 func (m *Map) checkGrowth(size int, fix bool) (p []string, cut bool) {
 	g := m.growth()
 	claimed := int(g.allocEnd.Load())
-	badEnd := claimed < int(m.hdr.FileSize) || claimed > m.limit || claimed%64 != 0
+	badEnd := !m.validAllocEnd(uint64(claimed))
 	if badEnd {
 		p = append(p, fmt.Sprintf("header: the claimed space ends at %d, outside [%d, %d]; %s", claimed, m.hdr.FileSize, m.limit,
-			fixWord(fix, "moved to the end of the last table or extent", "recover moves it to the end of the last table or extent")))
+			fixWord(fix, "moved to the end of the last table, extent or free region", "recover moves it to the end of the last table, extent or free region")))
 	}
-	named, _, stable := m.growthSnapshot(1000)
+	named, free, stable := m.growthSnapshot(1000)
 	if !stable {
 		// Tables moving to and from the free words all the while: what
 		// was read is not evidence of damage.
@@ -685,6 +720,14 @@ func (m *Map) checkGrowth(size int, fix bool) (p []string, cut bool) {
 	}
 	if fix {
 		if badEnd {
+			// Past the free regions too, which were claimed before: no
+			// claim may hand out their space while they wait in a word.
+			// (Nothing is claimed or taken while AllocEnd is bad.)
+			for _, f := range free {
+				if m.freeInFile(f, size) {
+					end = max(end, f.end)
+				}
+			}
 			g.allocEnd.Store(uint64(shm.Pad(end, 64)))
 		}
 		raiseAllocEnd(g, end)
@@ -803,7 +846,9 @@ func (r grownRegion) drop(sh *segmentHeader) {
 // as checkGrowth would: a repair writes bitmaps and slots into its
 // segment's regions, and must never write into another segment's. It
 // reads the other segments' words without their locks: a region they
-// publish meanwhile was claimed after s's, and lies past them.
+// publish meanwhile was claimed or taken while no segment named its
+// space (claims are disjoint; a take skips named space), so it overlaps
+// none of s's, which is locked.
 func (m *Map) dropForeignRegions(s *segment) []string {
 	var p []string
 	size, end := m.fileEnd(), int(m.hdr.FileSize)
