@@ -904,9 +904,14 @@ func (m *Map) checkSegment(s *segment) ([]string, error) {
 	m.catchUp()
 	m.settleTail()
 	if owner := s.hdr.lock.Owner(); owner != 0 && !m.witness.Alive(owner) {
-		// Do not take the lock over: report what the dead holder left.
-		return append([]string{fmt.Sprintf("segment %d: lock held by dead process %d", s.idx, owner.PID())},
-			m.scanCopy(s)...), nil
+		// Do not take the lock over: report what the dead holder left,
+		// unless a writer took it over (to repair) while it was read.
+		v := s.hdr.version.Load()
+		p := m.scanCopy(s)
+		if s.hdr.lock.Owner() != owner || s.hdr.version.Load() != v {
+			return m.checkSegment(s)
+		}
+		return append([]string{fmt.Sprintf("segment %d: lock held by dead process %d", s.idx, owner.PID())}, p...), nil
 	}
 	if m.readOnly {
 		for try := 0; ; try++ {
