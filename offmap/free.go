@@ -103,14 +103,9 @@ func (m *Map) takeFree(n int) (int, bool) {
 		if m.namedOverlaps(off, off+n) {
 			continue
 		}
-		if m.file != nil {
-			// Storage first: a file cut short under this process may have
-			// lost the freed space. (Grow never shrinks the file, and
-			// writes, where it must, only over this region, now ours.)
-			if err := shm.Grow(m.file, int64(off), int64(n)); err != nil {
-				m.putFree(off, n)
-				return 0, false
-			}
+		if !m.storeFor(off, n) {
+			m.putFree(off, n)
+			return 0, false
 		}
 		if len(m.current()) < off+n && !m.mapsPast(off+n-1) {
 			m.putFree(off, n)
@@ -120,6 +115,30 @@ func (m *Map) takeFree(n int) (int, bool) {
 		m.growth().reused.Add(1)
 		return off, true
 	}
+}
+
+// storeFor makes sure the taken region [off, off+n) has storage: a file
+// cut short under this process may have lost the freed space. It does
+// not extend a file cut through a table or extent a segment names (Check
+// reports that cut, Recover says what it lost). Grow writes, where it
+// must, only over this region, which is this process's now.
+func (m *Map) storeFor(off, n int) bool {
+	if m.file == nil {
+		return true
+	}
+	size, err := m.statSize()
+	if err != nil {
+		return false
+	}
+	if size >= off+n {
+		return true
+	}
+	for _, r := range m.grownRegions() {
+		if r.end > size {
+			return false
+		}
+	}
+	return shm.Grow(m.file, int64(off), int64(n)) == nil
 }
 
 // putFree gives the n bytes at off, which no segment names any more, to
@@ -135,8 +154,8 @@ func (m *Map) putFree(off, n int) {
 		for i := range words {
 			w := words[i].Load()
 			o, size := freeAt(w)
-			if w == 0 || size+n > maxFreeBytes || o+size != off && off+n != o || !m.freeFits(o, size) {
-				continue // a damaged neighbour would take this region down with it
+			if w == 0 || size+n > maxFreeBytes || o+size != off && off+n != o {
+				continue
 			}
 			// The neighbour is this process's alone once out of its word.
 			if words[i].CompareAndSwap(w, 0) {

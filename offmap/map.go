@@ -165,7 +165,7 @@ func openMapped(f *os.File, path string, readOnly bool, opts Options) (*Map, err
 		// Free words that name space in use, or none, would be reported
 		// by Check; clearing them only leaves their space unused.
 		// (Words that kept moving all the while are in use, not damage.)
-		m.openRepairs, _ = m.checkFreeWords(m.storedSize(), true)
+		m.openRepairs, _ = m.checkFreeWords(-1, true)
 	}
 	if exclusive {
 		if !m.damagedGrowth.Load() { // else Recover repairs, descriptors first

@@ -293,7 +293,7 @@ func (m *Map) recoverAlone() {
 	// The growth descriptors first: a segment's repair writes into its
 	// tables and extents, which must be its own.
 	m.openRepairs, _ = m.checkGrowth(m.fileEnd(), true)
-	m.openRepairs = append(m.openRepairs, m.freeWordProblems(m.storedSize(), true)...)
+	m.openRepairs = append(m.openRepairs, m.freeWordProblems(-1, true)...)
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
 		s := &sv
@@ -348,23 +348,15 @@ func (m *Map) Recover() ([]string, error) {
 	size := m.fileEnd()
 	grown, cut := m.checkGrowth(size, true)
 	fixed = append(fixed, grown...)
-	fixed = append(fixed, m.freeWordProblems(m.storedSize(), true)...)
+	fixed = append(fixed, m.freeWordProblems(-1, true)...)
 	fixed = append(fixed, m.clearReserved()...)
 	if m.damagedGrowth.CompareAndSwap(true, false) {
 		m.refresh() // what Open left unmapped: the space claimed but not given storage
 	}
 	var truncated error
-	// Cut shorter than this process mapped, but past everything the
-	// segments name: only free or unused space was lost.
-	short := m.file != nil && shm.Pad(size, os.Getpagesize()) < len(m.current())
 	if cut && m.file != nil {
 		truncated = fmt.Errorf("%w: %s: the file ends at %d, before tables or extents its segments named: Recover dropped them, and the entries in them are lost",
 			ErrTruncated, m.path, size)
-	} else if short {
-		fixed = append(fixed, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use, past every table and extent; given storage again",
-			size, len(m.current())))
-	}
-	if cut && m.file != nil || short {
 		// Give the cut part storage again, as zeros that nothing names
 		// now: a process that still has it mapped reads them instead of
 		// faulting.
@@ -373,16 +365,31 @@ func (m *Map) Recover() ([]string, error) {
 				// Zeros written instead, over claimed space alone, which
 				// no claimant writes now: claims start at AllocEnd, and
 				// the free words naming space there were cleared above
-				// (a take that began before gives its region storage
-				// itself, so only one already past its Grow can lose its
-				// fill here: a window of a few instructions, with no
-				// fallocate, in a file cut short).
+				// (only a take that began before that, and gave its
+				// region storage itself, can lose its fill here).
 				if claimed := int(m.growth().allocEnd.Load()); claimed > size {
 					shm.Grow(m.file, int64(size), int64(claimed-size))
 				}
 			}
 		}
 		m.refresh()
+	} else if m.file != nil {
+		// Cut short past every table and extent: only free or unused
+		// space was lost, which this process may still have mapped. Read
+		// now, the mapping before the size (as Check): growth since
+		// Recover began extends both, and is no cut.
+		mapped := len(m.current())
+		if now := m.storedSize(); shm.Pad(now, os.Getpagesize()) < mapped {
+			// Storage without writing (a claim or take in flight there
+			// gives its space storage itself): no fallocate, no storage.
+			if shm.AllocateShared(m.file, int64(now), int64(mapped-now)) == nil {
+				fixed = append(fixed, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use, past every table and extent; the lost part given storage again",
+					now, mapped))
+			} else {
+				fixed = append(fixed, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use, past every table and extent (growth gives that space storage when it takes it)",
+					now, mapped))
+			}
+		}
 	}
 	for i := range m.hdr.Segments {
 		sv := m.segment(i)
@@ -566,9 +573,10 @@ func (m *Map) checkFileOnce() ([]string, int, error) {
 }
 
 // checkFreeWords checks the free words (free.go) against the regions the
-// segments name, in a file of size bytes; with fix set it clears those
-// that fail. stable is false, and nothing checked, if tables kept moving
-// to and from the free words all the while.
+// segments name, in a file of size bytes (-1: its size read after the
+// words, which had storage before they were put there); with fix set it
+// clears those that fail. stable is false, and nothing checked, if
+// tables kept moving to and from the free words all the while.
 func (m *Map) checkFreeWords(size int, fix bool) (p []string, stable bool) {
 	if !m.reuse {
 		return nil, true
@@ -576,6 +584,9 @@ func (m *Map) checkFreeWords(size int, fix bool) (p []string, stable bool) {
 	named, free, stable := m.growthSnapshot(1000)
 	if !stable {
 		return nil, false
+	}
+	if size < 0 {
+		size = m.storedSize()
 	}
 	return m.checkFree(named, free, size, fix), true
 }
@@ -728,7 +739,9 @@ func (m *Map) checkGrowth(size int, fix bool) (p []string, cut bool) {
 					end = max(end, f.end)
 				}
 			}
-			g.allocEnd.Store(uint64(shm.Pad(end, 64)))
+			// A CAS: another Recover may have repaired it, and a claim
+			// moved it on, since it was read.
+			g.allocEnd.CompareAndSwap(uint64(claimed), uint64(shm.Pad(end, 64)))
 		}
 		raiseAllocEnd(g, end)
 	}
