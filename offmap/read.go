@@ -115,7 +115,7 @@ func (q quiet) holds(s *segment) bool { return q.on && s.hdr.lock.Owner() == q.h
 
 // ended is q, or no verdict once it no longer holds.
 func (q quiet) ended(s *segment) quiet {
-	if q.on && !q.holds(s) {
+	if !q.holds(s) {
 		return quiet{}
 	}
 	return q

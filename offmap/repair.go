@@ -382,13 +382,12 @@ func (m *Map) Recover() ([]string, error) {
 		if now := m.storedSize(); shm.Pad(now, os.Getpagesize()) < mapped {
 			// Storage without writing (a claim or take in flight there
 			// gives its space storage itself): no fallocate, no storage.
+			done := "growth gives that space storage when it takes it"
 			if shm.AllocateShared(m.file, int64(now), int64(mapped-now)) == nil {
-				fixed = append(fixed, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use, past every table and extent; the lost part given storage again",
-					now, mapped))
-			} else {
-				fixed = append(fixed, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use, past every table and extent (growth gives that space storage when it takes it)",
-					now, mapped))
+				done = "the lost part given storage again"
 			}
+			fixed = append(fixed, fmt.Sprintf("file is %d bytes, shorter than the %d this process mapped: it was truncated while in use, past every table and extent; %s",
+				now, mapped, done))
 		}
 	}
 	for i := range m.hdr.Segments {
