@@ -513,6 +513,13 @@ func (q *Queue) advance(c *cycle, to uint32) error {
 	}
 	// 2. Make sure its file exists, 3. publish it as the latest cycle.
 	nc, created, err := q.acquire(n, true, uint64(c.num)+1)
+	if errors.Is(err, os.ErrNotExist) && q.behindLatest(n) {
+		// Others rolled past n and retention deleted the file between its
+		// creation and its opening here: as below, go to the latest.
+		err := q.leaveBehind(c)
+		q.appendMu.Unlock()
+		return err
+	}
 	if err == nil && nc.prev != uint64(c.num)+1 {
 		nc.release()
 		err = fmt.Errorf("%w: cycle %d names %d as its next, but that follows %d", ErrCorrupt, c.num, n, int64(nc.prev)-1)

@@ -149,7 +149,14 @@ func (c *cycle) unmap() error {
 	return err
 }
 
-// mapCycle opens (or creates) cycle file n and maps it.
+// afterCycleCreate, set by tests, runs in mapCycle between the creation
+// of a cycle file and its opening.
+var afterCycleCreate func(q *Queue, n uint32)
+
+// mapCycle opens (or creates) cycle file n and maps it. A file created
+// here may be gone before it is opened, when the queue has rolled past n
+// and another process's retention deleted it: the error then wraps
+// os.ErrNotExist, as for a file that was never there.
 func (q *Queue) mapCycle(n uint32, create bool, prev uint64) (*cycle, bool, error) {
 	path := q.cyclePath(n)
 	created := false
@@ -158,6 +165,9 @@ func (q *Queue) mapCycle(n uint32, create bool, prev uint64) (*cycle, bool, erro
 		err = q.createCycle(path, n, prev)
 		if err == nil {
 			created = true
+			if afterCycleCreate != nil {
+				afterCycleCreate(q, n)
+			}
 		}
 		if err == nil || errors.Is(err, os.ErrExist) {
 			f, readOnly, err = shm.OpenFile(path, false)

@@ -126,6 +126,61 @@ func TestRollRacesRetention(t *testing.T) {
 	}
 }
 
+// TestRollRacesRetentionAfterCreate: as TestRollRacesRetention, but the
+// other appender rolls on and retention deletes the orphan between its
+// creation by the first appender and the first's opening of it (a paused
+// appender under Wine met this). The first one goes on at the latest
+// cycle instead of failing with the file not found.
+func TestRollRacesRetentionAfterCreate(t *testing.T) {
+	dir := t.TempDir()
+	clkA, clkB := newClock(), newClock()
+	a := openT(t, dir, Options{Roll: Daily, KeepCycles: 2, clock: clkA.Now})
+	b := openT(t, dir, Options{Roll: Daily, KeepCycles: 1, clock: clkB.Now})
+	if _, err := a.Append([]byte("a0")); err != nil {
+		t.Fatal(err)
+	}
+	clkA.Advance(24 * time.Hour)
+	clkB.Advance(24 * time.Hour)
+	bAppends := func(m string) {
+		clkB.Advance(24 * time.Hour)
+		if _, err := b.Append([]byte(m)); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	raced, deleted := false, false
+	beforeRollCreate = func(q *Queue, next uint32) {
+		if q == a && !raced {
+			raced = true
+			if _, err := b.Append([]byte("b1")); err != nil { // makes next
+				t.Errorf("b1: %v", err)
+			}
+			bAppends("b2") // rolls past it, deletes it
+		}
+	}
+	afterCycleCreate = func(q *Queue, n uint32) {
+		if q == a && raced && !deleted {
+			deleted = true
+			bAppends("b3") // rolls on, deletes a's new file
+		}
+	}
+	defer func() { beforeRollCreate, afterCycleCreate = nil, nil }()
+	if _, err := a.Append([]byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	if !deleted {
+		t.Fatal("the roll did not reach the hooks")
+	}
+	latest := b.cycleOf(clkB.Now())
+	if cs, _ := a.Cycles(); len(cs) != 1 || cs[0] != latest {
+		t.Fatalf("cycles %v, want only %d", cs, latest)
+	}
+	r := openT(t, dir, Options{ReadOnly: true})
+	_, msgs := readAll(t, tailerT(t, r))
+	if fmt.Sprintf("%s", msgs) != "[b3 a1]" {
+		t.Fatalf("read %s, want [b3 a1]", msgs)
+	}
+}
+
 // TestTailerPassesOrphan: a cycle file made again after retention deleted
 // it (as appenders before this fix did) holds nothing and is never sealed;
 // a tailer from the start passes over it instead of waiting in it.
