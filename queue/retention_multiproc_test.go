@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -220,13 +221,21 @@ func TestPausedAppendersWithRetention(t *testing.T) {
 	if err := tail.Wait(); err != nil {
 		t.Errorf("audit tailer: %v", err)
 	}
+	// A killed writer appended at most one message it did not report. Under
+	// Wine a killed process's output can end before its threads stop, so
+	// that it appends a few more unreported: there only the reported ones
+	// are counted on.
+	unreported := 1
+	if reexec.Emulated() {
+		unreported = math.MaxInt32
+	}
 	for w, a := range apps {
 		switch {
 		case acked[w] <= 0:
 			t.Errorf("writer %d: no append acknowledged", w)
 		case !a.victim && read[w] != acked[w]:
 			t.Errorf("writer %d: %d appends acknowledged, the tailer read %d", w, acked[w], read[w])
-		case a.victim && (read[w] < acked[w] || read[w] > acked[w]+1):
+		case a.victim && (read[w] < acked[w] || read[w] > acked[w]+unreported):
 			t.Errorf("killed writer %d: %d appends reported acknowledged, the tailer read %d", w, acked[w], read[w])
 		}
 	}
