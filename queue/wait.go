@@ -81,6 +81,15 @@ func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
 // cycle file was not truncated underneath (one fstat).
 var fileRecheck = time.Second
 
+// untilRecheck is how long a blocked tailer sleeps before its next
+// checkFile: to the next multiple of fileRecheck on the monotonic clock,
+// so that the timers of all the process's blocked tailers fire together
+// and wake one thread once a second, not one per tailer at scattered
+// instants.
+func untilRecheck() time.Duration {
+	return fileRecheck - time.Duration(mono()%int64(fileRecheck))
+}
+
 // checkFile reports a cycle file that became shorter than the tailer
 // mapped: reading on would fault.
 func (t *Tailer) checkFile() error {
@@ -120,9 +129,9 @@ func (t *Tailer) block(ctx context.Context) error {
 	q.wake.add(q, l)
 	defer q.wake.remove(l)
 	if l.recheck == nil {
-		l.recheck = time.NewTimer(fileRecheck)
+		l.recheck = time.NewTimer(untilRecheck())
 	} else {
-		l.recheck.Reset(fileRecheck)
+		l.recheck.Reset(untilRecheck())
 	}
 	defer l.recheck.Stop()
 	for {
@@ -148,7 +157,7 @@ func (t *Tailer) block(ctx context.Context) error {
 			if err := t.checkFile(); err != nil {
 				return err
 			}
-			l.recheck.Reset(fileRecheck)
+			l.recheck.Reset(untilRecheck())
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -208,3 +208,22 @@ func TestDeadWriterProcess(t *testing.T) {
 		t.Fatalf("read %q", got)
 	}
 }
+
+// TestUntilRecheckAligned: blocked tailers' file rechecks end on common
+// instants (multiples of fileRecheck), so that a process's many timers
+// fire together.
+func TestUntilRecheckAligned(t *testing.T) {
+	for range 100 {
+		before := mono()
+		d := untilRecheck()
+		after := mono()
+		if d <= 0 || d > fileRecheck {
+			t.Fatalf("untilRecheck() = %v, want in (0, %v]", d, fileRecheck)
+		}
+		// The deadline lies in [before+d, after+d] and is a multiple.
+		lo, hi := before+int64(d), after+int64(d)
+		if r := hi % int64(fileRecheck); r > hi-lo {
+			t.Fatalf("deadline %d is %d ns past a multiple of %v", hi, r, fileRecheck)
+		}
+	}
+}
