@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -39,7 +41,7 @@ type stepDef struct {
 var suite = []stepDef{
 	{"map", "map Get, GetMany, Put, Update against a Go map + RWMutex; handle Add against a bare atomic add; evicting Get and Put; file sizes", mapStep},
 	{"processes", "two reader processes against one; two processes adding to shared counters", processesStep},
-	{"queue", "queue append; a blocked reader woken by another process; 1,000 idle blocked tailers", queueStep},
+	{"queue", "queue append; a blocked reader woken by another process, and the same in C (bench/cfloor/wake.c); 1,000 idle blocked tailers", queueStep},
 	{"latency", "one-way latency between two processes, spinning reader: offmap's queue, the same in Go without a queue, and in C (bench/cfloor)", latencyStep},
 	{"latency-trace", "the spinning reader at 100,000 msg/s once more, under bench/schedgaps: who had the CPU when its tail was made (needs root)", latencyTraceStep},
 	{"serial", "the Chronicle serialization article's benchmark", serialStep},
@@ -67,6 +69,7 @@ var ratios = []struct{ name, num, den string }{
 	{"ratio/queue back to back p99 over C floor", "queue/CrossProcessSpinFull/uncorrected-p99-us", "cfloor-full/uncorrected/p99-us"},
 	{"ratio/queue uncorrected p50 over C floor", "queue/CrossProcessSpin/uncorrected-p50-us", "cfloor/uncorrected/p50-us"},
 	{"ratio/queue uncorrected p99 over C floor", "queue/CrossProcessSpin/uncorrected-p99-us", "cfloor/uncorrected/p99-us"},
+	{"ratio/queue wake-up over C across CPUs", "queue/CrossProcessWake/uncorrected-p50-us", "cwake-split/uncorrected/p50-us"},
 }
 
 // repetition collects one repetition's figures, then adds them and the
@@ -186,7 +189,40 @@ func queueStep(r *runner, st *Step) error {
 	reps := r.reps
 	r.reps = min(reps, 3)
 	defer func() { r.reps = reps }()
-	return r.benchReps(st, "queue", "queue", "^Benchmark(CrossProcessWake|IdleBlockedTailers)$", "2000x", nil)
+	floor := filepath.Join(r.bin, "wakefloor")
+	if _, err := r.exec(st, r.root, nil, "gcc", "-O2", "-o", floor, "bench/cfloor/wake.c"); err != nil {
+		return fmt.Errorf("the C floor needs gcc: %w", err)
+	}
+	// The wake-up's floor in C in each repetition: placed by the kernel,
+	// and with the two processes on different CPUs.
+	return r.benchReps(st, "queue", "queue", "^Benchmark(CrossProcessWake|IdleBlockedTailers)$", "2000x",
+		func(rep repetition, units map[string]string) error {
+			return r.floorFigures(st, rep, units, floor, map[string]string{"": "cwake/", "split": "cwake-split/"})
+		})
+}
+
+// floorFigures runs the C floor program once per mode ("" for none) and
+// records its figures under the mode's prefix.
+func (r *runner) floorFigures(st *Step, rep repetition, units map[string]string, floor string, prefixes map[string]string) error {
+	for _, mode := range slices.Sorted(maps.Keys(prefixes)) {
+		var args []string
+		if mode != "" {
+			args = []string{mode}
+		}
+		out, err := r.exec(st, r.root, nil, floor, args...)
+		if err != nil {
+			return err
+		}
+		ms, err := parseFloor(out)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			name := prefixes[mode] + m.bench + "/" + m.unit
+			rep[name], units[name] = m.value, m.unit
+		}
+	}
+	return nil
 }
 
 // latencyStep runs the C floor, then the queue's and Go's floor, in each
@@ -198,25 +234,7 @@ func latencyStep(r *runner, st *Step) error {
 	}
 	return r.benchReps(st, "queue", "queue", "^BenchmarkCrossProcessSpin(Full)?(Floor)?$", r.pick("500000x", "200000x"),
 		func(rep repetition, units map[string]string) error {
-			for _, mode := range []string{"", "full"} {
-				args, prefix := []string(nil), "cfloor/"
-				if mode != "" {
-					args, prefix = []string{mode}, "cfloor-full/"
-				}
-				out, err := r.exec(st, r.root, nil, floor, args...)
-				if err != nil {
-					return err
-				}
-				ms, err := parseFloor(out)
-				if err != nil {
-					return err
-				}
-				for _, m := range ms {
-					name := prefix + m.bench + "/" + m.unit
-					rep[name], units[name] = m.value, m.unit
-				}
-			}
-			return nil
+			return r.floorFigures(st, rep, units, floor, map[string]string{"": "cfloor/", "full": "cfloor-full/"})
 		})
 }
 
