@@ -70,9 +70,14 @@ func TestBackupUnderAppenders(t *testing.T) {
 	}
 	acked := audit.Index()
 
+	// The appenders stop halfway until the first backup is taken, so that
+	// at least one copy is made while they run however the OS schedules
+	// them (Wine's sleeps are long enough for 50,000 appends).
+	gate := filepath.Join(t.TempDir(), "gate")
 	done := make(chan error, writers)
 	for w := range writers {
-		cmd := helperCmd(t, "append", dir, w, n)
+		cmd := helperCmd(t, "append", dir, w, n, 2)
+		cmd.Env = append(cmd.Env, "OFFQUEUE_GATE="+gate)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -119,6 +124,11 @@ func TestBackupUnderAppenders(t *testing.T) {
 			t.Fatal(err)
 		}
 		backups, infos = append(backups, dest), append(infos, info)
+		if len(backups) == 1 {
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	source := readBackedUp(t, q)
 	if len(source) != 1+writers*(n+1) {

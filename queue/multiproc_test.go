@@ -45,6 +45,17 @@ func helperCmd(t testing.TB, role, dir string, args ...any) *exec.Cmd {
 	return cmd
 }
 
+// waitForFile reports whether path exists within d, polling: the
+// helpers' way to wait for a step of the test that started them.
+func waitForFile(path string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 func runHelper(role, dir, args string) int {
 	var a []int
 	for _, f := range strings.Fields(args) {
@@ -79,9 +90,10 @@ func runHelper(role, dir, args string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-	case "append": // writer id, count[, 1: no end marker]: then an end marker (count = -1)
+	case "append": // writer id, count[, 1: no end marker; 2: halfway, wait for $OFFQUEUE_GATE to exist]: then an end marker (count = -1)
 		buf := make([]byte, 16)
 		victim := len(a) > 2 && a[2] == 1
+		gated := len(a) > 2 && a[2] == 2
 		if victim {
 			fmt.Println("started") // the test may kill it from now on
 		}
@@ -92,6 +104,10 @@ func runHelper(role, dir, args string) int {
 			}
 			if victim && i == 0 {
 				fmt.Println("appending")
+			}
+			if gated && i == a[1]/2 && !waitForFile(os.Getenv("OFFQUEUE_GATE"), 2*time.Minute) {
+				fmt.Fprintln(os.Stderr, "no gate")
+				return 1
 			}
 		}
 		if len(a) < 3 || a[2] != 1 {
