@@ -36,7 +36,7 @@ import (
 //	256     16  lock (internal/shm Mutex): leases and named tailers
 //	320      8  latest cycle + 1 (0: no cycle file yet)
 //	384      4  doorbell: futex word, odd while a wake-up is pending
-//	388      4  sleepers: processes watching the doorbell
+//	388      4  sleepers: processes watching the doorbell, and BlockThread tailers asleep on it
 //	448      8  dead-writer slots skipped: busy slots a tailer marked
 //	            skipped because their writer had died (all processes)
 //	456     56  reserved, zero (event counters to come)

@@ -325,6 +325,12 @@ func BenchmarkCrossProcessBlock(b *testing.B) {
 // 5000x.
 func BenchmarkCrossProcessWake(b *testing.B) { benchCrossProcess(b, Block, false, 1000, 2000, 500) }
 
+// BenchmarkCrossProcessWakeThread: as BenchmarkCrossProcessWake, the
+// reader in BlockThread, asleep on the doorbell itself.
+func BenchmarkCrossProcessWakeThread(b *testing.B) {
+	benchCrossProcess(b, BlockThread, false, 1000, 2000, 500)
+}
+
 // benchIdle blocks 1,000 tailers of 1,000 queues for two seconds and
 // reports the CPU this process used meanwhile, as % of one core: what idle
 // waiting costs. wait blocks the tailers and returns when ctx is done.

@@ -167,14 +167,19 @@ func runHelper(role, dir, args string) int {
 		}
 		fmt.Printf("wakeups %s\n", st.Wakeups)
 		fallthrough
-	case "wait-once": // [doorbell recheck, seconds]: block until one message, print it
+	case "wait-once": // [doorbell and file recheck, seconds[, wait mode]]: block until one message, print it
+		mode := Block
 		if len(a) > 0 {
 			bellRecheck = time.Duration(a[0]) * time.Second
+			fileRecheck = bellRecheck
+		}
+		if len(a) > 1 {
+			mode = WaitMode(a[1])
 		}
 		tl, _ := q.Tailer()
 		tl.SeekEnd()
 		fmt.Println("waiting")
-		if err := tl.Wait(context.Background(), Block); err != nil {
+		if err := tl.Wait(context.Background(), mode); err != nil {
 			return 1
 		}
 		_, m, _ := tl.Next()
@@ -265,7 +270,7 @@ func TestMultiProcess(t *testing.T) {
 	per := perProcess()
 	q := openT(t, dir, Options{Roll: Fast}) // create it before the helpers start
 	_ = q
-	tails := []func() map[int]int{startTail(t, dir, 3, Block), startTail(t, dir, 3, Yield)}
+	tails := []func() map[int]int{startTail(t, dir, 3, Block), startTail(t, dir, 3, Yield), startTail(t, dir, 3, BlockThread)}
 	var cmds []*exec.Cmd
 	for w := 0; w < 3; w++ {
 		cmd := helperCmd(t, "append", dir, w, per)

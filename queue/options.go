@@ -108,7 +108,8 @@ type Options struct {
 	// starts at ParkMin and doubles after each empty poll up to ParkMax.
 	// Zero means 125 us and 20 ms; set both equal for a fixed park.
 	ParkMin, ParkMax time.Duration
-	// BlockSpin is how long the Block wait mode polls before it sleeps:
+	// BlockSpin is how long the Block and BlockThread wait modes poll
+	// before they sleep:
 	// a tailer following a busy queue then reads each message without
 	// being woken, while an idle one pays one short spin. Zero means
 	// 50 us; negative means never spin.

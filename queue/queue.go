@@ -57,6 +57,10 @@ type Queue struct {
 	idle    []*cycle          // unreferenced but still mapped, oldest first
 	tailSet map[*Tailer]struct{}
 	closed  atomic.Bool
+	// threadWaiters counts tailers asleep in the kernel on the doorbell
+	// (BlockThread): Close wakes them and waits for them to leave before
+	// it unmaps the doorbell.
+	threadWaiters atomic.Int32
 
 	appendMu  sync.Mutex   // serialises rolls and lease changes
 	leaseIdx  int          // -1: no lease yet
@@ -252,6 +256,10 @@ func (q *Queue) Close() error {
 	}
 	q.mu.Unlock()
 	q.wake.disarmAll(q)
+	for q.threadWaiters.Load() > 0 {
+		wakeBell(q.bell)
+		time.Sleep(50 * time.Microsecond)
+	}
 	for _, t := range tailers {
 		t.Close()
 	}

@@ -11,7 +11,11 @@ import (
 )
 
 func TestWaitModes(t *testing.T) {
-	for _, mode := range []WaitMode{Block, Spin, Yield, Park} {
+	// No wait may rely on its once-a-second file check to notice an
+	// append or a cancellation.
+	defer func(d time.Duration) { fileRecheck = d }(fileRecheck)
+	fileRecheck = time.Hour
+	for _, mode := range []WaitMode{Block, Spin, Yield, Park, BlockThread} {
 		q := openT(t, t.TempDir(), Options{ParkMin: 50 * time.Microsecond, ParkMax: time.Millisecond})
 		tl := tailerT(t, q)
 		done := make(chan error)
@@ -29,6 +33,32 @@ func TestWaitModes(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("mode %d, cancelled: %v", mode, err)
 		}
+		if st, err := q.Stats(); err != nil || mode == BlockThread && st.Watchers != 0 {
+			t.Fatalf("mode %d: %d watchers left after the waits, %v", mode, st.Watchers, err)
+		}
+	}
+}
+
+// TestBlockThreadClose: Close wakes a tailer asleep in BlockThread, whose
+// Wait returns ErrClosed, before it unmaps the doorbell.
+func TestBlockThreadClose(t *testing.T) {
+	defer func(d time.Duration) { fileRecheck = d }(fileRecheck)
+	fileRecheck = time.Hour
+	q := openT(t, t.TempDir(), Options{BlockSpin: -1})
+	tl := tailerT(t, q)
+	done := make(chan error)
+	go func() { done <- tl.Wait(context.Background(), BlockThread) }()
+	for q.threadWaiters.Load() == 0 {
+		time.Sleep(time.Millisecond) // until it is counted; it may not be asleep yet
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait after Close: %v", err)
+	}
+	if err := tl.Wait(context.Background(), BlockThread); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait on a closed queue: %v", err)
 	}
 }
 
@@ -100,12 +130,20 @@ func TestWaitSet(t *testing.T) {
 }
 
 // TestCrossProcessWake: a helper process blocks on the queue; an append
-// here wakes it through the doorbell and its notifier.
+// here wakes it through the doorbell and its notifier (Block) or on the
+// doorbell itself (BlockThread). The helper's own rechecks are an hour
+// apart: only the wake-up can end its wait.
 func TestCrossProcessWake(t *testing.T) {
+	for _, mode := range []WaitMode{Block, BlockThread} {
+		t.Run(map[WaitMode]string{Block: "Block", BlockThread: "BlockThread"}[mode], func(t *testing.T) { crossProcessWake(t, mode) })
+	}
+}
+
+func crossProcessWake(t *testing.T, mode WaitMode) {
 	dir := t.TempDir()
 	q := openT(t, dir, Options{Roll: Fast})
 	q.Append([]byte("old"))
-	cmd := helperCmd(t, "wait-once", dir)
+	cmd := helperCmd(t, "wait-once", dir, 3600, int(mode))
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -114,8 +152,14 @@ func TestCrossProcessWake(t *testing.T) {
 	if !sc.Scan() || sc.Text() != "waiting" {
 		t.Fatalf("helper said %q", sc.Text())
 	}
-	// The helper counts itself among the sleepers before it checks
-	// for data, so this append either is seen by that check or rings.
+	// The helper counts itself among the sleepers after its spin and
+	// before it checks for data, so this append either is seen by that
+	// check or rings.
+	for deadline := time.Now().Add(20 * time.Second); q.sleepers.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the helper never counted itself among the doorbell's sleepers")
+		}
+	}
 	q.Append([]byte("new"))
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "got new") {
 		t.Fatalf("helper said %q", sc.Text())
