@@ -25,8 +25,10 @@
 // blocked tailer is woken directly by appends in its own process, and by
 // appends in other processes through a futex doorbell in queue.meta that
 // one notifier per process watches for many queues at once (FUTEX_WAITV);
-// appenders make no system call while nobody waits. WaitSet lets an event
-// loop wait for many tailers at once.
+// appenders make no system call while nobody waits. BlockThread skips the
+// notifier: the tailer sleeps on the doorbell from its own thread, a
+// shorter wake-up for one thread per waiting tailer. WaitSet lets an
+// event loop wait for many tailers at once.
 //
 // Where to put a queue: its pages live in the page cache either way, and
 // the kernel writes those of a disk file back in bursts (when dirty
