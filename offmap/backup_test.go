@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -335,6 +336,8 @@ func checkBackupTransfers(t *testing.T, path string, procs, markers int) []int {
 // instants while transfers run: the source stays sound with its total,
 // its writers carry on (taking the dead backup's locks over), and DEST
 // is either absent or a whole backup.
+var takenOver = regexp.MustCompile(`^segment \d+: lock held by a dead process$`)
+
 func TestBackupKilled(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "accounts.map")
@@ -432,6 +435,19 @@ func TestBackupKilled(t *testing.T) {
 			var j int
 			if _, err := fmt.Sscanf(name, "dest-%d.map", &j); name != "accounts.map" && (err != nil || name != fmt.Sprintf("dest-%d.map", j)) {
 				t.Fatalf("run %d: %s left behind", i, name)
+			}
+		}
+		// A segment no transfer touched since the kill may still be
+		// locked by the dead backup, which Check reports: Recover takes
+		// such locks over, and must find nothing else to repair (the
+		// backup only reads).
+		fixed, err := m.Recover()
+		if err != nil {
+			t.Fatalf("run %d: recover: %v", i, err)
+		}
+		for _, f := range fixed {
+			if !takenOver.MatchString(f) {
+				t.Fatalf("run %d: recover after the killed backup: %q", i, f)
 			}
 		}
 		got := checkTransfers(t, p, 1)
