@@ -212,11 +212,22 @@ var glance = []glanceRow{
 		if !ok {
 			return "", "", false
 		}
-		m := spread(fs[0], " us")
-		if c, ok := figures(r, "cwake-split/uncorrected/p50-us", "cwake/uncorrected/p50-us", "ratio/queue wake-up over C across CPUs"); ok {
-			m += fmt.Sprintf("; a C program's FUTEX_WAKE, no Go and no queue: %s us across CPUs (%s), %s us where the kernel placed it", num(c[0].Median), spread(c[2], "x"), num(c[1].Median))
+		m, best, by := "Block "+spread(fs[0], " us"), fs[0].Median, num(fs[0].Median)+" us"
+		// BlockThread, the tailer sleeping on the doorbell itself, is the
+		// mode to choose for wake-up latency: it judges the row when
+		// recorded (records before 2026-12-06 lack it).
+		if t, ok := figures(r, "queue/CrossProcessWakeThread/uncorrected-p50-us"); ok {
+			m += "; BlockThread " + spread(t[0], " us")
+			best, by = t[0].Median, num(t[0].Median)+" us with BlockThread"
 		}
-		return m, verdict(fs[0].Median <= 50, num(fs[0].Median)+" us"), true
+		if c, ok := figures(r, "cwake-split/uncorrected/p50-us", "cwake/uncorrected/p50-us", "ratio/queue wake-up over C across CPUs"); ok {
+			m += fmt.Sprintf("; a C program's FUTEX_WAKE, no Go and no queue: %s us across CPUs (Block %s", num(c[0].Median), spread(c[2], "x"))
+			if t, ok := figures(r, "ratio/queue BlockThread wake-up over C across CPUs"); ok {
+				m += ", BlockThread " + spread(t[0], "x")
+			}
+			m += fmt.Sprintf("), %s us where the kernel placed it", num(c[1].Median))
+		}
+		return m, verdict(best <= 50, by), true
 	}},
 	bound("queue: 1,000 idle blocked tailers under 1 % of a core", "queue/IdleBlockedTailers/cpu-%", "% of a core", 1, true),
 	{"serialization: trivially-copyable read and write under 5 ns, explicit under 20 ns", func(r *Record) (string, string, bool) {

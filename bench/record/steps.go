@@ -41,7 +41,7 @@ type stepDef struct {
 var suite = []stepDef{
 	{"map", "map Get, GetMany, Put, Update against a Go map + RWMutex; handle Add against a bare atomic add; evicting Get and Put; file sizes", mapStep},
 	{"processes", "two reader processes against one; two processes adding to shared counters", processesStep},
-	{"queue", "queue append; a blocked reader woken by another process, and the same in C (bench/cfloor/wake.c); 1,000 idle blocked tailers", queueStep},
+	{"queue", "queue append; a blocked reader woken by another process (Block and BlockThread), and the same in C (bench/cfloor/wake.c); 1,000 idle blocked tailers", queueStep},
 	{"latency", "one-way latency between two processes, spinning reader: offmap's queue, the same in Go without a queue, and in C (bench/cfloor)", latencyStep},
 	{"latency-trace", "the spinning reader at 100,000 msg/s once more, under bench/schedgaps: who had the CPU when its tail was made (needs root)", latencyTraceStep},
 	{"serial", "the Chronicle serialization article's benchmark", serialStep},
@@ -70,6 +70,7 @@ var ratios = []struct{ name, num, den string }{
 	{"ratio/queue uncorrected p50 over C floor", "queue/CrossProcessSpin/uncorrected-p50-us", "cfloor/uncorrected/p50-us"},
 	{"ratio/queue uncorrected p99 over C floor", "queue/CrossProcessSpin/uncorrected-p99-us", "cfloor/uncorrected/p99-us"},
 	{"ratio/queue wake-up over C across CPUs", "queue/CrossProcessWake/uncorrected-p50-us", "cwake-split/uncorrected/p50-us"},
+	{"ratio/queue BlockThread wake-up over C across CPUs", "queue/CrossProcessWakeThread/uncorrected-p50-us", "cwake-split/uncorrected/p50-us"},
 }
 
 // repetition collects one repetition's figures, then adds them and the
@@ -195,7 +196,7 @@ func queueStep(r *runner, st *Step) error {
 	}
 	// The wake-up's floor in C in each repetition: placed by the kernel,
 	// and with the two processes on different CPUs.
-	return r.benchReps(st, "queue", "queue", "^Benchmark(CrossProcessWake|IdleBlockedTailers)$", "2000x",
+	return r.benchReps(st, "queue", "queue", "^Benchmark(CrossProcessWake|CrossProcessWakeThread|IdleBlockedTailers)$", "2000x",
 		func(rep repetition, units map[string]string) error {
 			return r.floorFigures(st, rep, units, floor, map[string]string{"": "cwake/", "split": "cwake-split/"})
 		})
