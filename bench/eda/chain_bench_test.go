@@ -2,8 +2,12 @@ package eda
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/offmap/offmap/bench/latency"
 )
 
 // BenchmarkChain measures the CPU cost of one message crossing a whole
@@ -73,4 +77,41 @@ func openWholeChains(tb testing.TB, n int, seed uint32) (*chain, *server) {
 		tb.Fatal(err)
 	}
 	return c, s
+}
+
+// BenchmarkParkNaps measures what the park loop pays Go for its naps
+// alone: goroutines that each sleep 125 us (1/8 of 1 ms) in a loop, as
+// the park loop's services do on an empty topic, with no queue. One op is
+// one wake-up; cpu-ns/wake is the CPU of the whole process per wake-up,
+// wakes/s/goroutine how often each one got to poll. Run it with -cpu 1,2
+// to see what a second P costs.
+func BenchmarkParkNaps(b *testing.B) {
+	for _, n := range []int{100, 600, 1200} {
+		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
+			var wakes atomic.Int64
+			var wg sync.WaitGroup
+			meter, err := latency.StartCPU()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for wakes.Add(1) <= int64(b.N) {
+						time.Sleep(125 * time.Microsecond)
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			use, err := meter.Read()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(use.SelfNanos)/float64(b.N), "cpu-ns/wake")
+			b.ReportMetric(float64(b.N)/(float64(use.WallNanos)/1e9)/float64(n), "wakes/s/goroutine")
+		})
+	}
 }

@@ -157,11 +157,14 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 	for _, r := range roles {
 		workers := cfg.Workers
 		env := os.Environ()
-		if len(r.Instances) == 1 {
-			workers = 1 // a process per instance: one loop, one P
+		if len(r.Instances) == 1 || cfg.Placement == ProcessPerCPU {
+			workers = 1 // a process per instance or per CPU: one loop, one P
 			env = append(env, "GOMAXPROCS=1")
 		}
-		spec, _ := json.Marshal(childSpec{Role: r, Plan: p, Seed: seed, Dir: dir, Wait: cfg.Wait, Workers: workers, Batch: cfg.Batch, Pin: cfg.PinLoops, PinFrom: pinFrom, Probes: !cfg.NoServiceProbes})
+		// A process bound to its CPU as a whole needs no locked threads.
+		pinLoops := cfg.PinLoops && cfg.Placement != ProcessPerCPU
+		spec, _ := json.Marshal(childSpec{Role: r, Plan: p, Seed: seed, Dir: dir, Wait: cfg.Wait, Workers: workers, Batch: cfg.Batch, Pin: pinLoops, PinFrom: pinFrom, Probes: !cfg.NoServiceProbes})
+		cpu := pinFrom // this child's first CPU
 		pinFrom += workers
 		cmd := exec.Command(exe, ChildArg, string(spec))
 		cmd.Env = env
@@ -180,7 +183,11 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 			return nil, err
 		}
 		cmd.Stdout = pw
-		err = cmd.Start()
+		if cfg.PinLoops && cfg.Placement == ProcessPerCPU {
+			err = startOn(cmd, cpu) // the whole process on its CPU
+		} else {
+			err = cmd.Start()
+		}
 		pw.Close()
 		if err != nil {
 			pr.Close()

@@ -54,9 +54,13 @@ const (
 	// ProcessPerService runs each service, for all instances, in a
 	// process of its own; senders and receivers stay in this process.
 	ProcessPerService
+	// ProcessPerCPU splits the instances into one process per CPU, each
+	// with one P (GOMAXPROCS=1) and whole instances: the Go scheduler of
+	// each process then never hands goroutines or timers to another CPU.
+	ProcessPerCPU
 )
 
-var placementNames = []string{"process", "instance", "service"}
+var placementNames = []string{"process", "instance", "service", "cpu"}
 
 func (p Placement) String() string {
 	if int(p) < len(placementNames) {
@@ -65,7 +69,7 @@ func (p Placement) String() string {
 	return fmt.Sprintf("Placement(%d)", int(p))
 }
 
-// ParsePlacement reads a placement's name: process, instance or service.
+// ParsePlacement reads a placement's name: process, instance, service or cpu.
 func ParsePlacement(s string) (Placement, error) {
 	for i, n := range placementNames {
 		if n == s {
@@ -95,7 +99,8 @@ type Config struct {
 	// one CPU, loop i to the i-th CPU the process may use (in process
 	// placements the loops of all processes take the CPUs in turn): a
 	// loop's instances then stay in its core's caches instead of following
-	// the scheduler from core to core.
+	// the scheduler from core to core. With ProcessPerCPU it binds each
+	// process, every thread of it, to a CPU of its own, in any wait mode.
 	PinLoops bool
 	pinFrom  int // the CPU index of this process's first loop (children)
 
@@ -161,7 +166,7 @@ func (c *Config) check() error {
 		return bad("rate must be in (0, 1e6] messages per second (got %g)", c.Rate)
 	case c.Wait < Loop || c.Wait > Block:
 		return bad("unknown wait mode %d", c.Wait)
-	case c.Placement < InProcess || c.Placement > ProcessPerService:
+	case c.Placement < InProcess || c.Placement > ProcessPerCPU:
 		return bad("unknown placement %d", c.Placement)
 	case c.Warmup < 0 || c.RunLength <= 0 || c.Runs < 1 || c.Batch < 0:
 		return bad("durations must be positive and runs at least 1")

@@ -3,6 +3,8 @@ package eda
 import (
 	"context"
 	"os"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -73,12 +75,16 @@ func TestInProcessModes(t *testing.T) {
 }
 
 func TestProcessPlacements(t *testing.T) {
-	for _, p := range []Placement{ProcessPerService, ProcessPerInstance} {
-		for _, w := range []WaitMode{Loop, Block} {
+	perCPU := 1 + min(runtime.NumCPU(), 2) // the parent and a child per CPU, at most one per instance
+	for _, p := range []Placement{ProcessPerService, ProcessPerInstance, ProcessPerCPU} {
+		for _, w := range []WaitMode{Loop, Block, Park} {
+			if w == Park && p != ProcessPerCPU {
+				continue
+			}
 			t.Run(p.String()+"/"+w.String(), func(t *testing.T) {
 				cfg := short(t, 2, w, p)
 				r := runIntact(t, cfg)
-				if want := map[Placement]int{ProcessPerService: 6, ProcessPerInstance: 3}[p]; r.Processes != want {
+				if want := map[Placement]int{ProcessPerService: 6, ProcessPerInstance: 3, ProcessPerCPU: perCPU}[p]; r.Processes != want {
 					t.Fatalf("%d processes, want %d", r.Processes, want)
 				}
 				t.Logf("%s/%s: p50 %.3f ms, p99.9 %.3f ms, cpu %.1f%%", p, w, ms(r.EndToEnd.P50), ms(r.EndToEnd.P999), r.CPU.Percent)
@@ -108,6 +114,26 @@ func TestProbesReported(t *testing.T) {
 			if len(run.Probes) != want {
 				t.Fatalf("service probes off=%v: run %d has %d probes, want %d", off, run.Run, len(run.Probes), want)
 			}
+		}
+	}
+}
+
+// TestShares: the instances are split into consecutive runs whose sizes
+// differ by at most one, each instance in exactly one.
+func TestShares(t *testing.T) {
+	for _, c := range []struct{ n, k, runs int }{{1, 2, 1}, {2, 2, 2}, {3, 2, 2}, {7, 3, 3}, {200, 2, 2}, {5, 0, 1}} {
+		got := shares(c.n, c.k)
+		if len(got) != c.runs {
+			t.Fatalf("shares(%d, %d): %d runs, want %d", c.n, c.k, len(got), c.runs)
+		}
+		var all []int
+		small, large := c.n, 0
+		for _, s := range got {
+			all = append(all, s...)
+			small, large = min(small, len(s)), max(large, len(s))
+		}
+		if !slices.Equal(all, allInstances(c.n)) || large-small > 1 {
+			t.Fatalf("shares(%d, %d) = %v", c.n, c.k, got)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package eda
 
 import (
+	"os/exec"
 	"runtime"
 	"syscall"
 
@@ -32,6 +33,45 @@ func pinThread(i int) error {
 		one.Set(cpu)
 		return unix.SchedSetaffinity(0, &one)
 	}
+}
+
+// startOn starts cmd from a thread bound to the i-th CPU (wrapping
+// around) of those the process may use, so that the child and every
+// thread it makes inherit the binding from the first instruction; the
+// thread's own binding is put back afterwards.
+func startOn(cmd *exec.Cmd, i int) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		return err
+	}
+	n := before.Count()
+	if n == 0 {
+		return cmd.Start()
+	}
+	want := i % n
+	var one unix.CPUSet
+	for cpu := 0; ; cpu++ {
+		if before.IsSet(cpu) {
+			if want == 0 {
+				one.Set(cpu)
+				break
+			}
+			want--
+		}
+	}
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return err
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &before); rerr != nil && err == nil {
+		// The thread stays bound; with it locked, it exits with this
+		// goroutine rather than serve another.
+		runtime.LockOSThread()
+		err = rerr
+	}
+	return err
 }
 
 // childAttr has the kernel kill a child process when its parent dies, so

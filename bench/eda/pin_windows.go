@@ -1,6 +1,7 @@
 package eda
 
 import (
+	"os/exec"
 	"runtime"
 	"syscall"
 )
@@ -12,6 +13,9 @@ func pinThread(int) error {
 	runtime.LockOSThread()
 	return nil
 }
+
+// startOn starts cmd where the scheduler puts it (see pinThread).
+func startOn(cmd *exec.Cmd, _ int) error { return cmd.Start() }
 
 // childAttr: Windows has no parent-death signal; children of an interrupted
 // run notice their closed stdin instead.

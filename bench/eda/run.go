@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -130,6 +131,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		for i := range cfg.Instances {
 			kids = append(kids, role{Instances: []int{i}, Senders: true, Services: []int{1, 2, 3, 4, 5}, Receivers: true})
 		}
+	case ProcessPerCPU:
+		for _, share := range shares(cfg.Instances, runtime.NumCPU()) {
+			kids = append(kids, role{Instances: share, Senders: true, Services: []int{1, 2, 3, 4, 5}, Receivers: true})
+		}
 	}
 	c := &chain{counters: counters, serviceProbes: !cfg.NoServiceProbes}
 	srv, err := open(c, tr, seed, local)
@@ -180,7 +185,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{
 		Transport: tr.Name(), Instances: cfg.Instances, Rate: cfg.Rate,
 		Wait: cfg.Wait.String(), Placement: cfg.Placement.String(),
-		Workers: cfg.Workers, Batch: cfg.Batch, Pinned: cfg.PinLoops && cfg.Wait == Loop,
+		Workers: cfg.Workers, Batch: cfg.Batch, Pinned: cfg.PinLoops && (cfg.Wait == Loop || cfg.Placement == ProcessPerCPU),
 		Processes: 1 + len(kids), CPU: cpu,
 	}
 	hists := c.rec.merged()
@@ -228,6 +233,27 @@ func newTransport(cfg Config, dir string) (Transport, error) {
 		return cfg.Transport(dir)
 	}
 	return &Queues{Dir: dir}, nil
+}
+
+// shares splits instances 0..n-1 into at most k runs of consecutive
+// instances whose sizes differ by at most one.
+func shares(n, k int) [][]int {
+	k = max(min(k, n), 1)
+	out := make([][]int, 0, k)
+	next := 0
+	for i := range k {
+		size := n / k
+		if i < n%k {
+			size++
+		}
+		share := make([]int, size)
+		for j := range share {
+			share[j] = next + j
+		}
+		next += size
+		out = append(out, share)
+	}
+	return out
 }
 
 // at converts a time on the shared monotonic clock into wall time.

@@ -73,14 +73,17 @@ type Figure struct {
 
 // Sweep is one EDA sweep: every count it tried, with its verdict.
 type Sweep struct {
-	Name    string       `json:"name"` // loop, park, or one (one instance)
-	Wait    string       `json:"wait"`
-	Dir     string       `json:"dir"` // in the record's directory: sweep.csv, sweep.json, sweep.png
-	Runs    int          `json:"runs"`
-	Run     string       `json:"run"`   // the length of one run
-	Tmpfs   bool         `json:"tmpfs"` // the queues were on tmpfs
-	Verdict string       `json:"verdict"`
-	Counts  []SweepCount `json:"counts"`
+	Name string `json:"name"` // loop, park, or one (one instance)
+	Wait string `json:"wait"`
+	// Placement is edabench's --placement: empty or "process" for all
+	// instances in one process, "cpu" for a process per CPU.
+	Placement string       `json:"placement,omitempty"`
+	Dir       string       `json:"dir"` // in the record's directory: sweep.csv, sweep.json, sweep.png
+	Runs      int          `json:"runs"`
+	Run       string       `json:"run"`   // the length of one run
+	Tmpfs     bool         `json:"tmpfs"` // the queues were on tmpfs
+	Verdict   string       `json:"verdict"`
+	Counts    []SweepCount `json:"counts"`
 }
 
 // SweepCount is one instance count of a sweep, as its sweep.csv row says.

@@ -140,7 +140,8 @@ func testRecord() *Record {
 		}, units)
 	}
 	cs, _ := parseSweepCSV(strings.NewReader(sweepCSV))
-	r.Sweeps = []*Sweep{{Name: "loop", Wait: "loop", Dir: "eda-loop", Runs: 3, Run: "15s", Tmpfs: true, Verdict: "median", Counts: cs}}
+	r.Sweeps = []*Sweep{{Name: "loop", Wait: "loop", Dir: "eda-loop", Runs: 3, Run: "15s", Tmpfs: true, Verdict: "median", Counts: cs},
+		{Name: "park", Wait: "park", Placement: "cpu", Dir: "eda-park", Runs: 3, Run: "15s", Tmpfs: true, Verdict: "median", Counts: cs}}
 	return r
 }
 
@@ -153,6 +154,7 @@ func TestRenderGlance(t *testing.T) {
 		"| queue: 16-byte append under 100 ns | not in this record | - |",
 		"| Block 63.0 us (60.0-66.0); BlockThread 57.8 us (55.0-60.5); a C program's FUTEX_WAKE, no Go and no queue: 50.0 us across CPUs (Block 1.26x (1.20-1.32), BlockThread 1.16x (1.10-1.21)), 11.0 us where the kernel placed it | not met: 57.8 us with BlockThread |",
 		"| 500 in 3 of 3 runs (p99.9 46.7 ms, 158 % CPU); 750: 2 of 3 (p99.9 630 ms) | not met: 500 |",
+		"park loop: at least 200 instances (issue 29) | 500 in 3 of 3 runs, a process per CPU (p99.9 46.7 ms, 158 % CPU); 750: 2 of 3 (p99.9 630 ms) | met |",
 		"[x](results/x/README.md), made by `go run ./bench/record` on 2026-12-03 (19:00-19:35 UTC) at commit abc1234",
 	} {
 		if !strings.Contains(g, want) {

@@ -263,6 +263,9 @@ func sweepRow(target, wait string, want int) glanceRow {
 		}
 		all, _ := s.Largest()
 		m := fmt.Sprintf("%d in %d of %d runs", all, s.Runs, s.Runs)
+		if s.Placement == "cpu" {
+			m += ", a process per CPU"
+		}
 		if c, ok := s.Count(all); ok {
 			m += fmt.Sprintf(" (p99.9 %s ms, %s %% CPU)", num(c.P999), num(c.CPU))
 		}
@@ -404,6 +407,9 @@ func sweepSettings(r *Record, s *Sweep) string {
 	where := "queues in a temporary directory"
 	if s.Tmpfs {
 		where = "queues on tmpfs"
+	}
+	if s.Placement == "cpu" {
+		where += ", a process per CPU bound to its CPU"
 	}
 	return fmt.Sprintf("%s of %s per count, %s, %s", runs, s.Run, where, judged)
 }

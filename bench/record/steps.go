@@ -301,6 +301,14 @@ func (r *runner) sweep(st *Step, name, wait string) error {
 	defer os.RemoveAll(queues)
 	runs, verdict := 3, "median"
 	args := []string{"sweep", "--wait", wait, "--dir", queues, "--out", out}
+	// The park loop's goroutine per service pays Go's timers and
+	// scheduler for every nap; a process per CPU, each with one P and
+	// bound to its CPU, pays the least for them (docs/BENCHMARKS.md).
+	placement := ""
+	if wait == "park" {
+		placement = "cpu"
+		args = append(args, "--placement", placement)
+	}
 	length := "15s"
 	switch {
 	case name == "one":
@@ -338,7 +346,7 @@ func (r *runner) sweep(st *Step, name, wait string) error {
 	if len(counts) == 0 {
 		return errors.New("the sweep tried no count")
 	}
-	r.rec.Sweeps = append(r.rec.Sweeps, &Sweep{Name: name, Wait: wait, Dir: "eda-" + name, Runs: runs, Run: length, Verdict: verdict, Tmpfs: r.shm != "", Counts: counts})
+	r.rec.Sweeps = append(r.rec.Sweeps, &Sweep{Name: name, Wait: wait, Placement: placement, Dir: "eda-" + name, Runs: runs, Run: length, Verdict: verdict, Tmpfs: r.shm != "", Counts: counts})
 	return nil
 }
 

@@ -170,7 +170,7 @@ type settings struct {
 func (s *settings) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.rate, "rate", 1000, "messages per second per instance")
 	fs.StringVar(&s.wait, "wait", "loop", "how services wait: loop (event loops), park (the Chronicle EDA article's poll-and-sleep), block (goroutine per service)")
-	fs.StringVar(&s.placement, "placement", "process", "process (all in this process), instance (a process per instance), service (a process per service)")
+	fs.StringVar(&s.placement, "placement", "process", "process (all in this process), instance (a process per instance), service (a process per service), cpu (a process per CPU, one P each, the instances shared out)")
 	fs.IntVar(&s.workers, "workers", runtime.GOMAXPROCS(0), "event loops per process (wait loop)")
 	fs.DurationVar(&s.batch, "batch", time.Millisecond, "release due sends at most this often (0: each on time)")
 	fs.DurationVar(&s.warmup, "warmup", 3*time.Second, "warm-up, not measured")
@@ -180,7 +180,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.verbose, "v", false, "also print, on standard error, a progress line a second and each run's percentiles per probe (JLBH style, in us)")
 	fs.StringVar(&s.profile, "cpuprofile", "", "write a CPU profile of this process to this file")
 	fs.BoolVar(&s.probes, "service-probes", true, "also record the latency up to each service (five more samples per message)")
-	fs.StringVar(&s.pin, "pin", "auto", "bind each event loop to a CPU of its own (wait loop): on, off, or auto (on for all instances in one process at 250,000 msg/s or more)")
+	fs.StringVar(&s.pin, "pin", "auto", "bind each event loop (wait loop), or each process of --placement cpu, to a CPU of its own: on, off, or auto (on for all instances in one process at 250,000 msg/s or more, and for --placement cpu)")
 }
 
 // startProfile starts the CPU profile if asked for; the returned func stops it.
@@ -224,13 +224,14 @@ func (s *settings) config(instances int, stderr io.Writer) (eda.Config, error) {
 	// messages a second); where loops mostly sleep, in a process per
 	// instance or at a few hundred thousand messages a second or less,
 	// the thread hand-offs of a locked goroutine that blocks cost more
-	// (docs/BENCHMARKS.md).
+	// (docs/BENCHMARKS.md). A process per CPU bound to its CPU took a
+	// fifth off the park loop's p99.9 at 200 instances.
 	var pin bool
 	switch s.pin {
 	case "on":
 		pin = true
 	case "auto":
-		pin = p == eda.InProcess && float64(instances)*s.rate >= pinRate
+		pin = p == eda.InProcess && float64(instances)*s.rate >= pinRate || p == eda.ProcessPerCPU
 	case "off":
 	default:
 		return eda.Config{}, usageErrorf("--pin %q: want on, off or auto", s.pin)

@@ -39,6 +39,8 @@ func placementText(p eda.Placement) string {
 		return "a process per instance"
 	case eda.ProcessPerService:
 		return "a process per service"
+	case eda.ProcessPerCPU:
+		return "a process per CPU"
 	}
 	return "all instances in one process"
 }
