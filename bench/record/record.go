@@ -77,13 +77,16 @@ type Sweep struct {
 	Wait string `json:"wait"`
 	// Placement is edabench's --placement: empty or "process" for all
 	// instances in one process, "cpu" for a process per CPU.
-	Placement string       `json:"placement,omitempty"`
-	Dir       string       `json:"dir"` // in the record's directory: sweep.csv, sweep.json, sweep.png
-	Runs      int          `json:"runs"`
-	Run       string       `json:"run"`   // the length of one run
-	Tmpfs     bool         `json:"tmpfs"` // the queues were on tmpfs
-	Verdict   string       `json:"verdict"`
-	Counts    []SweepCount `json:"counts"`
+	Placement string `json:"placement,omitempty"`
+	// NoServiceProbes: messages were timed end to end only (edabench
+	// --service-probes=false); records before 2026-12-07 had the probes.
+	NoServiceProbes bool         `json:"no_service_probes,omitempty"`
+	Dir             string       `json:"dir"` // in the record's directory: sweep.csv, sweep.json, sweep.png
+	Runs            int          `json:"runs"`
+	Run             string       `json:"run"`   // the length of one run
+	Tmpfs           bool         `json:"tmpfs"` // the queues were on tmpfs
+	Verdict         string       `json:"verdict"`
+	Counts          []SweepCount `json:"counts"`
 }
 
 // SweepCount is one instance count of a sweep, as its sweep.csv row says.

@@ -411,6 +411,9 @@ func sweepSettings(r *Record, s *Sweep) string {
 	if s.Placement == "cpu" {
 		where += ", a process per CPU bound to its CPU"
 	}
+	if s.NoServiceProbes {
+		where += ", timed end to end only"
+	}
 	return fmt.Sprintf("%s of %s per count, %s, %s", runs, s.Run, where, judged)
 }
 
