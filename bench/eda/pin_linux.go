@@ -66,8 +66,8 @@ func startOn(cmd *exec.Cmd, i int) error {
 	}
 	err := cmd.Start()
 	if rerr := unix.SchedSetaffinity(0, &before); rerr != nil && err == nil {
-		// The thread stays bound; with it locked, it exits with this
-		// goroutine rather than serve another.
+		// The thread stays bound: keep it locked to this goroutine
+		// rather than let it serve others.
 		runtime.LockOSThread()
 		err = rerr
 	}
