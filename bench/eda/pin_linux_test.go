@@ -12,9 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestPinThread: a pinned goroutine's thread may run on exactly one CPU,
-// the i-th of those the process may use.
-func TestPinThread(t *testing.T) {
+// allowedCPUs returns the calling thread's CPU set and its CPUs in order.
+func allowedCPUs(t *testing.T) (unix.CPUSet, []int) {
 	var allowed unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
 		t.Skip(err)
@@ -25,6 +24,13 @@ func TestPinThread(t *testing.T) {
 			cpus = append(cpus, cpu)
 		}
 	}
+	return allowed, cpus
+}
+
+// TestPinThread: a pinned goroutine's thread may run on exactly one CPU,
+// the i-th of those the process may use.
+func TestPinThread(t *testing.T) {
+	_, cpus := allowedCPUs(t)
 	for i := range len(cpus) + 1 {
 		got := make(chan unix.CPUSet, 1)
 		errs := make(chan error, 1)
@@ -102,16 +108,7 @@ func init() {
 func TestStartOn(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		t.Skip(err)
-	}
-	var cpus []int
-	for cpu := 0; len(cpus) < allowed.Count(); cpu++ {
-		if allowed.IsSet(cpu) {
-			cpus = append(cpus, cpu)
-		}
-	}
+	allowed, cpus := allowedCPUs(t)
 	for i := range len(cpus) + 1 {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), affinityEnv+"=1")
