@@ -7,7 +7,7 @@
 // then generated from that record, so that they cannot disagree with it
 // or with each other.
 //
-//	go run ./bench/record           # the whole suite: about 35 minutes on two cores
+//	go run ./bench/record           # the whole suite: about 25 minutes on two cores
 //	go run ./bench/record -quick    # about 6 minutes: fewer repetitions, one short run per EDA count
 //	go run ./bench/record -render   # only regenerate the docs from the latest record
 //
