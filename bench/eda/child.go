@@ -162,8 +162,8 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 			env = append(env, "GOMAXPROCS=1")
 		}
 		// A process bound to its CPU as a whole needs no locked threads.
-		pinLoops := cfg.PinLoops && cfg.Placement != ProcessPerCPU
-		spec, _ := json.Marshal(childSpec{Role: r, Plan: p, Seed: seed, Dir: dir, Wait: cfg.Wait, Workers: workers, Batch: cfg.Batch, Pin: pinLoops, PinFrom: pinFrom, Probes: !cfg.NoServiceProbes})
+		bindProcess := cfg.PinLoops && cfg.Placement == ProcessPerCPU
+		spec, _ := json.Marshal(childSpec{Role: r, Plan: p, Seed: seed, Dir: dir, Wait: cfg.Wait, Workers: workers, Batch: cfg.Batch, Pin: cfg.PinLoops && !bindProcess, PinFrom: pinFrom, Probes: !cfg.NoServiceProbes})
 		cpu := pinFrom // this child's first CPU
 		pinFrom += workers
 		cmd := exec.Command(exe, ChildArg, string(spec))
@@ -183,7 +183,7 @@ func startChildren(ctx context.Context, cfg Config, dir string, seed uint32, p p
 			return nil, err
 		}
 		cmd.Stdout = pw
-		if cfg.PinLoops && cfg.Placement == ProcessPerCPU {
+		if bindProcess {
 			err = startOn(cmd, cpu) // the whole process on its CPU
 		} else {
 			err = cmd.Start()

@@ -12,26 +12,33 @@ import (
 // thread to the i-th CPU (wrapping around) of those the process may use.
 func pinThread(i int) error {
 	runtime.LockOSThread()
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+	_, one, ok, err := nthAllowedCPU(i)
+	if err != nil || !ok {
 		return err
+	}
+	return unix.SchedSetaffinity(0, &one)
+}
+
+// nthAllowedCPU returns the calling thread's CPU set and a set of just
+// its i-th CPU (wrapping around); ok is false when the set is empty.
+func nthAllowedCPU(i int) (allowed, one unix.CPUSet, ok bool, err error) {
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return allowed, one, false, err
 	}
 	n := allowed.Count()
 	if n == 0 {
-		return nil
+		return allowed, one, false, nil
 	}
 	want := i % n
 	for cpu := 0; ; cpu++ {
 		if !allowed.IsSet(cpu) {
 			continue
 		}
-		if want > 0 {
-			want--
-			continue
+		if want == 0 {
+			one.Set(cpu)
+			return allowed, one, true, nil
 		}
-		var one unix.CPUSet
-		one.Set(cpu)
-		return unix.SchedSetaffinity(0, &one)
+		want--
 	}
 }
 
@@ -42,29 +49,17 @@ func pinThread(i int) error {
 func startOn(cmd *exec.Cmd, i int) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var before unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &before); err != nil {
+	before, one, ok, err := nthAllowedCPU(i)
+	if err != nil {
 		return err
 	}
-	n := before.Count()
-	if n == 0 {
+	if !ok {
 		return cmd.Start()
-	}
-	want := i % n
-	var one unix.CPUSet
-	for cpu := 0; ; cpu++ {
-		if before.IsSet(cpu) {
-			if want == 0 {
-				one.Set(cpu)
-				break
-			}
-			want--
-		}
 	}
 	if err := unix.SchedSetaffinity(0, &one); err != nil {
 		return err
 	}
-	err := cmd.Start()
+	err = cmd.Start()
 	if rerr := unix.SchedSetaffinity(0, &before); rerr != nil && err == nil {
 		// The thread stays bound: keep it locked to this goroutine
 		// rather than let it serve others.

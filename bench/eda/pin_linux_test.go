@@ -18,13 +18,18 @@ func allowedCPUs(t *testing.T) (unix.CPUSet, []int) {
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
 		t.Skip(err)
 	}
+	return allowed, cpuList(allowed)
+}
+
+// cpuList returns the CPUs of set in order.
+func cpuList(set unix.CPUSet) []int {
 	var cpus []int
-	for cpu := 0; len(cpus) < allowed.Count(); cpu++ {
-		if allowed.IsSet(cpu) {
+	for cpu := 0; len(cpus) < set.Count(); cpu++ {
+		if set.IsSet(cpu) {
 			cpus = append(cpus, cpu)
 		}
 	}
-	return allowed, cpus
+	return cpus
 }
 
 // TestPinThread: a pinned goroutine's thread may run on exactly one CPU,
@@ -92,10 +97,8 @@ func init() {
 			os.Exit(1)
 		}
 		var cpus []string
-		for cpu := 0; len(cpus) < set.Count(); cpu++ {
-			if set.IsSet(cpu) {
-				cpus = append(cpus, strconv.Itoa(cpu))
-			}
+		for _, cpu := range cpuList(set) {
+			cpus = append(cpus, strconv.Itoa(cpu))
 		}
 		fmt.Println(strings.Join(cpus, ","))
 	}

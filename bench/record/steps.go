@@ -307,8 +307,8 @@ func (r *runner) sweep(st *Step, name, wait string) error {
 	// queues in one core's caches. They time messages end to end, as the
 	// Chronicle EDA article did, without the per-service probes
 	// (docs/BENCHMARKS.md, "A process per CPU").
-	placement := ""
-	if name != "one" {
+	placement, endToEnd := "", name != "one"
+	if endToEnd {
 		placement = "cpu"
 		args = append(args, "--placement", placement, "--service-probes=false")
 	}
@@ -349,7 +349,7 @@ func (r *runner) sweep(st *Step, name, wait string) error {
 	if len(counts) == 0 {
 		return errors.New("the sweep tried no count")
 	}
-	r.rec.Sweeps = append(r.rec.Sweeps, &Sweep{Name: name, Wait: wait, Placement: placement, NoServiceProbes: placement != "", Dir: "eda-" + name, Runs: runs, Run: length, Verdict: verdict, Tmpfs: r.shm != "", Counts: counts})
+	r.rec.Sweeps = append(r.rec.Sweeps, &Sweep{Name: name, Wait: wait, Placement: placement, NoServiceProbes: endToEnd, Dir: "eda-" + name, Runs: runs, Run: length, Verdict: verdict, Tmpfs: r.shm != "", Counts: counts})
 	return nil
 }
 
