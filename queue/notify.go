@@ -30,6 +30,9 @@ type shard struct {
 	qs    []*Queue
 	base  []uint32 // last doorbell value seen per queue
 	count int      // len(qs), read under notifier.mu
+
+	sizes    []sizeCheck // checkSizes' scratch, run's goroutine only
+	sleepers []sleeper
 }
 
 const shardCap = shm.MaxWaitv - 1
@@ -40,7 +43,8 @@ const shardCap = shm.MaxWaitv - 1
 // odd; see Queue.ring); a watcher that wakes on its own sees the changed
 // doorbell, clears it and wakes its tailers. Each such wake-up costs the
 // kernel a re-arm of up to 128 shared futexes (about 250 us of CPU for a
-// full shard), so it is rare; tests shorten it.
+// full shard), so it is rare; tests shorten it. The same round checks the
+// cycle files of the tailers asleep in Block (checkSizes).
 var bellRecheck = time.Second
 
 func (n *notifier) watch(q *Queue, base uint32) {
@@ -98,6 +102,7 @@ func (s *shard) kick() {
 func (s *shard) run() {
 	var vec []shm.Waitv
 	var changed []*Queue
+	checkAt := mono() + int64(bellRecheck)
 	for {
 		s.mu.Lock()
 		vec = vec[:0]
@@ -115,7 +120,7 @@ func (s *shard) run() {
 			// poll. Wake-ups within the process stay immediate
 			// (notify fires this process's listeners itself).
 			time.Sleep(time.Millisecond)
-		} else if err := shm.FutexWaitv(vec, bellRecheck); err != nil {
+		} else if err := shm.FutexWaitv(vec, time.Duration(checkAt-mono())); err != nil {
 			// A doorbell unmapped meanwhile: poll instead of spinning.
 			time.Sleep(time.Millisecond)
 		}
@@ -128,6 +133,10 @@ func (s *shard) run() {
 			}
 		}
 		s.mu.Unlock()
+		if now := mono(); now >= checkAt {
+			checkAt = now + int64(bellRecheck)
+			s.checkSizes()
+		}
 		for i, q := range changed {
 			if l := q.wake.list.Load(); l != nil {
 				for _, x := range *l {
@@ -144,6 +153,64 @@ func (s *shard) run() {
 			runtime.Gosched()
 		}
 	}
+}
+
+// checkSizes wakes the tailers asleep in Block whose cycle file became
+// shorter than this process mapped (files only grow: someone truncated
+// it, and reading on would fault); each woken tailer checks again itself
+// and returns ErrTruncated. One fstat per cycle file, on this thread,
+// instead of a timer and a wake-up per tailer. The list is read under
+// s.mu, so that no queue is unwatched and unmapped meanwhile, and a
+// reference keeps each cycle mapped and its file open until it was
+// looked at.
+func (s *shard) checkSizes() {
+	s.mu.Lock()
+	for _, q := range s.qs {
+		p := q.wake.list.Load()
+		if p == nil {
+			continue
+		}
+		for _, l := range *p {
+			c := l.sleepOn.Load()
+			if c == nil {
+				continue
+			}
+			if n := len(s.sizes); n == 0 || s.sizes[n-1].c != c {
+				if !c.tryRef() {
+					continue
+				}
+				s.sizes = append(s.sizes, sizeCheck{c: c})
+			}
+			s.sleepers = append(s.sleepers, sleeper{l, len(s.sizes) - 1})
+		}
+	}
+	s.mu.Unlock()
+	for i := range s.sizes {
+		x := &s.sizes[i]
+		x.cut = x.c.checkSize() != nil
+		x.c.release()
+		x.c = nil
+	}
+	for i, x := range s.sleepers {
+		if s.sizes[x.size].cut {
+			x.l.cut.Store(true)
+			x.l.fire()
+		}
+		s.sleepers[i].l = nil
+	}
+	s.sizes, s.sleepers = s.sizes[:0], s.sleepers[:0]
+}
+
+// sizeCheck and sleeper are checkSizes' lists: the cycles it looks at,
+// and the tailers asleep on each.
+type sizeCheck struct {
+	c   *cycle
+	cut bool
+}
+
+type sleeper struct {
+	l    *listener
+	size int // index in sizes
 }
 
 // notify wakes the listeners of this process and, through the doorbell,

@@ -57,8 +57,11 @@ func TestTruncatedWhileOpen(t *testing.T) {
 
 	ro := open(Options{ReadOnly: true})
 	rw := open(Options{})
+	rw2 := open(Options{})
+	// The read-only reader parks; the others block, all at once, two of
+	// them in one Queue (so on one cycle, checked once for both).
 	var tailers []*Tailer
-	for _, q := range []*Queue{ro, rw} {
+	for _, q := range []*Queue{ro, rw, rw, rw2} {
 		tl := tailerT(t, q)
 		readAll(t, tl)
 		tailers = append(tailers, tl)
@@ -66,6 +69,16 @@ func TestTruncatedWhileOpen(t *testing.T) {
 			t.Fatalf("cut at %d, but a reader maps only %d", cut, mapped)
 		}
 	}
+	// A tailer of another queue sleeps beside them, on the same notifier:
+	// it is not told of a truncation and still gets its message.
+	other, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	bystander := tailerT(t, other)
+	bystanderDone := make(chan error, 1)
+	go func() { bystanderDone <- bystander.Wait(context.Background(), Block) }()
 	path := w.cyclePath(w.wcur.Load().num)
 	if testfs.CutRefused(t, os.Truncate(path, cut)) {
 		if _, err := ro.Check(); err != nil {
@@ -77,13 +90,28 @@ func TestTruncatedWhileOpen(t *testing.T) {
 		return
 	}
 
-	for i, mode := range []WaitMode{Park, Block} { // the read-only reader parks
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := tailers[i].Wait(ctx, mode)
-		cancel()
-		if !errors.Is(err, ErrTruncated) {
-			t.Errorf("Wait (mode %d) on the truncated file: %v, want ErrTruncated", mode, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	errs := make(chan error, len(tailers))
+	for i, tl := range tailers {
+		mode := Block
+		if i == 0 {
+			mode = Park
 		}
+		go func() { errs <- tl.Wait(ctx, mode) }()
+	}
+	for range tailers {
+		if err := <-errs; !errors.Is(err, ErrTruncated) {
+			t.Errorf("Wait on the truncated file: %v, want ErrTruncated", err)
+		}
+	}
+	cancel()
+	if _, err := other.Append([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bystanderDone; err != nil {
+		t.Errorf("the other queue's tailer: %v", err)
+	} else if _, m, err := bystander.Next(); err != nil || string(m) != "still here" {
+		t.Errorf("the other queue's tailer read %q, %v", m, err)
 	}
 	if _, err := ro.Check(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "truncated while in use") {
 		t.Errorf("Check: %v, want the truncation named", err)

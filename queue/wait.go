@@ -23,7 +23,8 @@ const (
 	// blocked tailer costs no thread of its own and next to no CPU (the
 	// notifier wakes once a second to see whether a process killed
 	// mid-append left a wake-up unsent, and an append that finds a
-	// wake-up long pending sends it itself). A queue opened read-only
+	// wake-up long pending sends it itself; in the same round it checks
+	// that no sleeping tailer's cycle file was truncated). A queue opened read-only
 	// cannot ring or watch the doorbell: Block then polls like Park.
 	Block WaitMode = iota
 	// Spin polls without pause: the lowest latency, a whole core. It lets
@@ -96,11 +97,11 @@ func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
 // cycle file was not truncated underneath (one fstat).
 var fileRecheck = time.Second
 
-// untilRecheck is how long a blocked tailer sleeps before its next
-// checkFile: to the next multiple of fileRecheck on the monotonic clock,
-// so that the timers of all the process's blocked tailers fire together
-// and wake one thread once a second, not one per tailer at scattered
-// instants.
+// untilRecheck is how long a tailer asleep in BlockThread sleeps before
+// its next checkFile: to the next multiple of fileRecheck on the
+// monotonic clock, so that all such tailers of the process wake together,
+// not at scattered instants. (Tailers asleep in Block are checked by the
+// notifier: shard.checkSizes.)
 func untilRecheck() time.Duration {
 	return fileRecheck - time.Duration(mono()%int64(fileRecheck))
 }
@@ -137,23 +138,26 @@ func (t *Tailer) spin(d time.Duration) bool {
 	}
 }
 
-// block sleeps on the tailer's listener until a message is ready.
+// block sleeps on the tailer's listener until a message is ready. It
+// keeps no timer of its own for the once-a-second file check: the
+// notifier thread that watches the queue's doorbell checks the size of
+// the cycle file the listener names (sizeCheck) and wakes the tailer
+// only when the file became shorter than mapped, and the tailer then
+// checks again itself. A thousand idle tailers so cost a thousand
+// fstats a second on the notifier's threads, not a thousand wake-ups.
 func (t *Tailer) block(ctx context.Context) error {
 	l := &t.listener
 	q := t.q
 	q.wake.add(q, l)
 	defer q.wake.remove(l)
-	if l.recheck == nil {
-		l.recheck = time.NewTimer(untilRecheck())
-	} else {
-		l.recheck.Reset(untilRecheck())
-	}
-	defer l.recheck.Stop()
+	defer l.sleepOn.Store(nil)
 	for {
 		_, err := t.peek()
 		if err != ErrNoMessage {
 			return err
 		}
+		// The cycle the tailer sleeps at, which peek may have changed.
+		l.sleepOn.Store(t.c)
 		var stall <-chan time.Time
 		if t.stalled() {
 			// At a message whose writer may be dead: look again when
@@ -167,12 +171,12 @@ func (t *Tailer) block(ctx context.Context) error {
 		}
 		select {
 		case <-l.ch:
-		case <-stall:
-		case <-l.recheck.C:
-			if err := t.checkFile(); err != nil {
-				return err
+			if l.cut.Swap(false) {
+				if err := t.checkFile(); err != nil {
+					return err
+				}
 			}
-			l.recheck.Reset(untilRecheck())
+		case <-stall:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -255,10 +259,14 @@ func wakeBell(bell *atomic.Uint32) {
 // listener is what an append in this process, or the notifier, wakes:
 // a tailer's channel, or a WaitSet's entry for one queue.
 type listener struct {
-	ch      chan struct{} // capacity 1
-	timer   *time.Timer
-	recheck *time.Timer // checkFile while asleep
-	entry   *setEntry
+	ch    chan struct{} // capacity 1
+	timer *time.Timer
+	entry *setEntry
+	// sleepOn is the cycle a tailer asleep in block has mapped, for the
+	// notifier's size check; cut is set with the wake-up when the check
+	// found the file shorter.
+	sleepOn atomic.Pointer[cycle]
+	cut     atomic.Bool
 }
 
 func (l *listener) init(*Tailer) { l.ch = make(chan struct{}, 1) }
