@@ -120,7 +120,7 @@ func (s *shard) run() {
 			// poll. Wake-ups within the process stay immediate
 			// (notify fires this process's listeners itself).
 			time.Sleep(time.Millisecond)
-		} else if err := shm.FutexWaitv(vec, time.Duration(checkAt-mono())); err != nil {
+		} else if err := shm.FutexWaitv(vec, untilCheck(checkAt)); err != nil {
 			// A doorbell unmapped meanwhile: poll instead of spinning.
 			time.Sleep(time.Millisecond)
 		}
@@ -153,6 +153,12 @@ func (s *shard) run() {
 			runtime.Gosched()
 		}
 	}
+}
+
+// untilCheck is the wait until the round due at checkAt: never zero or
+// less, which FutexWaitv's polling fallback would take for no limit.
+func untilCheck(checkAt int64) time.Duration {
+	return time.Duration(max(checkAt-mono(), 1))
 }
 
 // checkSizes wakes the tailers asleep in Block whose cycle file became

@@ -271,3 +271,16 @@ func TestUntilRecheckAligned(t *testing.T) {
 		}
 	}
 }
+
+// TestUntilCheck: a notifier round that is already due waits the least
+// positive time, never the zero or negative timeout that the polling
+// FutexWaitv takes for "no limit".
+func TestUntilCheck(t *testing.T) {
+	now := mono()
+	if d := untilCheck(now - int64(time.Second)); d != 1 {
+		t.Fatalf("a round a second overdue waits %v, want 1ns", d)
+	}
+	if d := untilCheck(now + int64(time.Hour)); d <= 59*time.Minute || d > time.Hour {
+		t.Fatalf("a round an hour ahead waits %v", d)
+	}
+}
