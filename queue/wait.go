@@ -24,8 +24,9 @@ const (
 	// notifier wakes once a second to see whether a process killed
 	// mid-append left a wake-up unsent, and an append that finds a
 	// wake-up long pending sends it itself; in the same round it checks
-	// that no sleeping tailer's cycle file was truncated). A queue opened read-only
-	// cannot ring or watch the doorbell: Block then polls like Park.
+	// that no sleeping tailer's cycle file was truncated). A queue
+	// opened read-only cannot ring or watch the doorbell: Block then
+	// polls like Park.
 	Block WaitMode = iota
 	// Spin polls without pause: the lowest latency, a whole core. It lets
 	// the goroutines that share its thread run once a millisecond; more
@@ -141,7 +142,7 @@ func (t *Tailer) spin(d time.Duration) bool {
 // block sleeps on the tailer's listener until a message is ready. It
 // keeps no timer of its own for the once-a-second file check: the
 // notifier thread that watches the queue's doorbell checks the size of
-// the cycle file the listener names (sizeCheck) and wakes the tailer
+// the cycle file the listener names (shard.checkSizes) and wakes the tailer
 // only when the file became shorter than mapped, and the tailer then
 // checks again itself. A thousand idle tailers so cost a thousand
 // fstats a second on the notifier's threads, not a thousand wake-ups.
