@@ -32,8 +32,13 @@ type Tailer struct {
 	indexOK, endOK int64
 	boundary       uint32 // index spacing - 1: a message at seq&boundary == 0 has an index entry
 
-	listener listener // for blocking waits; see wait.go
-	setMark  uint64   // for WaitSet.Wait
+	listener listener  // for blocking waits; see wait.go
+	setMark  uint64    // for WaitSet.Wait
+	setEntry *setEntry // the WaitSet entry watching the tailer, or nil
+	// found is a truncation of the tailer's cycle file found outside a
+	// read (a WaitSet's check after the notifier's), returned by the next
+	// read. endOK is then -1, so that the read leaves the fast path.
+	found error
 }
 
 // Tailer returns a new tailer at the start of the queue.
@@ -100,6 +105,7 @@ func (t *Tailer) setCycle(c *cycle) {
 	t.c, t.mem, t.off, t.seq = c, c.mem(), dataStart, 0
 	t.stallHdr = 0
 	t.indexOK, t.endOK = 0, 0
+	t.found = nil
 }
 
 // stalled reports whether the tailer waits at a busy message, whose
@@ -240,6 +246,10 @@ func (t *Tailer) peek() (uint64, error) {
 func (t *Tailer) peekSlow() (uint64, error) {
 	if t.closed {
 		return 0, ErrClosed
+	}
+	if err := t.found; err != nil {
+		t.found = nil
+		return 0, err
 	}
 	if t.c == nil {
 		if err := t.attach(); err != nil {

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -69,6 +70,16 @@ func TestTruncatedWhileOpen(t *testing.T) {
 			t.Fatalf("cut at %d, but a reader maps only %d", cut, mapped)
 		}
 	}
+	// A WaitSet watches one more, in its own Queue.
+	rw3 := open(Options{})
+	inSet := tailerT(t, rw3)
+	readAll(t, inSet)
+	if mapped := int64(len(inSet.mem)); cut >= mapped {
+		t.Fatalf("cut at %d, but the set's tailer maps only %d", cut, mapped)
+	}
+	set := NewWaitSet()
+	set.Add(inSet)
+	defer set.Remove(inSet)
 	// A tailer of another queue sleeps beside them, on the same notifier:
 	// it is not told of a truncation and still gets its message.
 	other, err := Open(t.TempDir(), Options{})
@@ -99,10 +110,24 @@ func TestTruncatedWhileOpen(t *testing.T) {
 		}
 		go func() { errs <- tl.Wait(ctx, mode) }()
 	}
-	for range tailers {
+	go func() {
+		got, err := set.Wait(ctx, nil)
+		if err == nil && (len(got) != 1 || got[0] != inSet) {
+			err = fmt.Errorf("WaitSet.Wait returned %d tailers", len(got))
+		}
+		if err == nil {
+			_, _, err = inSet.Next()
+		}
+		errs <- err
+	}()
+	for range len(tailers) + 1 {
 		if err := <-errs; !errors.Is(err, ErrTruncated) {
 			t.Errorf("Wait on the truncated file: %v, want ErrTruncated", err)
 		}
+	}
+	// The error was returned once; the tailer reads on as before.
+	if _, _, err := inSet.Next(); err != ErrNoMessage {
+		t.Errorf("Next after ErrTruncated: %v, want ErrNoMessage", err)
 	}
 	cancel()
 	if _, err := other.Append([]byte("still here")); err != nil {

@@ -52,6 +52,7 @@ func (s *WaitSet) Add(t *Tailer) {
 		s.entries[t.q] = e
 	}
 	e.tailers = append(e.tailers, t)
+	t.setEntry = e
 	first := len(e.tailers) == 1
 	s.mu.Unlock()
 	if first {
@@ -71,6 +72,7 @@ func (s *WaitSet) Remove(t *Tailer) {
 	for i, x := range e.tailers {
 		if x == t {
 			e.tailers = append(e.tailers[:i], e.tailers[i+1:]...)
+			t.setEntry = nil
 			break
 		}
 	}
@@ -107,7 +109,9 @@ func (e *setEntry) notify() {
 // Wait blocks until at least one tailer of the set has a message (or
 // met an error reading), appends those tailers to dst[:0] and returns
 // it. Tailers returned and not drained are returned again by the next
-// Wait. It allocates nothing once dst and the set's lists have grown.
+// Wait. A tailer whose cycle file was truncated underneath is returned
+// within about a second, and its next read returns ErrTruncated. It
+// allocates nothing once dst and the set's lists have grown.
 func (s *WaitSet) Wait(ctx context.Context, dst []*Tailer) ([]*Tailer, error) {
 	return s.WaitTimeout(ctx, dst, -1)
 }
@@ -134,16 +138,23 @@ func (s *WaitSet) WaitTimeout(ctx context.Context, dst []*Tailer, timeout time.D
 		mark := s.mark
 		stalled := s.stalled
 		s.stalled, s.skip = s.stalled[:0], 0
+		ready := s.ready
+		s.ready, s.spare = s.spare[:0], ready
+		for _, e := range ready {
+			e.queued.Store(false) // before cut: a cut found later queues e again
+			if e.l.cut.Swap(false) {
+				for _, t := range e.tailers {
+					findCut(t)
+				}
+			}
+		}
 		for _, t := range s.last {
 			dst = s.check(dst, t, mark)
 		}
 		for _, t := range stalled {
 			dst = s.check(dst, t, mark)
 		}
-		ready := s.ready
-		s.ready, s.spare = s.spare[:0], ready
 		for _, e := range ready {
-			e.queued.Store(false)
 			for _, t := range e.tailers {
 				dst = s.check(dst, t, mark)
 			}
@@ -181,13 +192,32 @@ func (s *WaitSet) check(dst []*Tailer, t *Tailer, mark uint64) []*Tailer {
 		return dst
 	}
 	t.setMark = mark
+	if t.found != nil {
+		return append(dst, t)
+	}
 	if _, err := t.peek(); err != ErrNoMessage {
-		dst = append(dst, t)
-	} else if t.stalled() {
+		return append(dst, t)
+	}
+	if e := t.setEntry; e != nil && e.l.sleepOn.Load() != t.c {
+		// The cycle an idle tailer of the entry waits at, for the
+		// notifier's size check (shard.checkSizes): idle tailers of
+		// one queue all wait at its last cycle.
+		e.l.sleepOn.Store(t.c)
+	}
+	if t.stalled() {
 		s.stalled = append(s.stalled, t)
 		if d := t.q.opts.SkipAfter; s.skip == 0 || d < s.skip {
 			s.skip = d
 		}
 	}
 	return dst
+}
+
+// findCut checks t's cycle file once the notifier found it shorter than
+// mapped: a truncation found is returned by the tailer's next read, and
+// the tailer by Wait.
+func findCut(t *Tailer) {
+	if err := t.checkFile(); err != nil {
+		t.found, t.endOK = err, -1
+	}
 }
