@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -50,9 +51,23 @@ const (
 	BlockThread
 )
 
+var waitModeNames = [...]string{Block: "block", Spin: "spin", Yield: "yield", Park: "park", BlockThread: "block-thread"}
+
+// String returns the mode's name, for logs and flags.
+func (m WaitMode) String() string {
+	if m >= 0 && int(m) < len(waitModeNames) {
+		return waitModeNames[m]
+	}
+	return fmt.Sprintf("WaitMode(%d)", int(m))
+}
+
 // Wait returns nil as soon as the tailer has a message to read (HasNext),
-// or the context's error, or the error that reading met.
+// or the context's error, or the error that reading met. An unknown
+// mode is an error wrapping ErrInvalidOptions.
 func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
+	if mode < 0 || int(mode) >= len(waitModeNames) {
+		return fmt.Errorf("%w: unknown wait mode %d", ErrInvalidOptions, int(mode))
+	}
 	if (mode == Block || mode == BlockThread) && t.q.readOnly {
 		mode = Park
 	}

@@ -22,20 +22,43 @@ func TestWaitModes(t *testing.T) {
 		go func() { done <- tl.Wait(context.Background(), mode) }()
 		q.Append([]byte("wake"))
 		if err := <-done; err != nil {
-			t.Fatalf("mode %d: %v", mode, err)
+			t.Fatalf("mode %v: %v", mode, err)
 		}
 		if _, m, _ := tl.Next(); string(m) != "wake" {
-			t.Fatalf("mode %d: read %q", mode, m)
+			t.Fatalf("mode %v: read %q", mode, m)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { done <- tl.Wait(ctx, mode) }()
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("mode %d, cancelled: %v", mode, err)
+			t.Fatalf("mode %v, cancelled: %v", mode, err)
 		}
 		if st, err := q.Stats(); err != nil || mode == BlockThread && st.Watchers != 0 {
-			t.Fatalf("mode %d: %d watchers left after the waits, %v", mode, st.Watchers, err)
+			t.Fatalf("mode %v: %d watchers left after the waits, %v", mode, st.Watchers, err)
 		}
+	}
+}
+
+// TestWaitModeUnknown: a mode out of range is an error, not a busy poll
+// that never yields; each mode has its own name.
+func TestWaitModeUnknown(t *testing.T) {
+	q := openT(t, t.TempDir(), Options{})
+	tl := tailerT(t, q)
+	for _, mode := range []WaitMode{-1, BlockThread + 1} {
+		if err := tl.Wait(context.Background(), mode); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("Wait(%v): %v, want ErrInvalidOptions", mode, err)
+		}
+	}
+	names := map[string]WaitMode{}
+	for _, mode := range []WaitMode{Block, Spin, Yield, Park, BlockThread, -1} {
+		s := mode.String()
+		if prev, ok := names[s]; ok {
+			t.Errorf("%d and %d are both called %q", prev, mode, s)
+		}
+		names[s] = mode
+	}
+	if got := Park.String(); got != "park" {
+		t.Errorf("Park.String() = %q", got)
 	}
 }
 

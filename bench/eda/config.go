@@ -26,7 +26,7 @@ const (
 var waitNames = []string{"loop", "park", "block"}
 
 func (w WaitMode) String() string {
-	if int(w) < len(waitNames) {
+	if w >= 0 && int(w) < len(waitNames) {
 		return waitNames[w]
 	}
 	return fmt.Sprintf("WaitMode(%d)", int(w))
