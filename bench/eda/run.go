@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -161,6 +163,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	stopProgress := progress(cfg, c, counters, p)
+	stopProfile := func() error { return nil }
+	if cfg.CPUProfile != nil {
+		stopProfile = profileRuns(cfg.CPUProfile, at(p.measured()), at(p.end()))
+	}
 
 	cpu, err := measureCPU(ctx, p, append(procs.pids(), cfg.BrokerPIDs...))
 	deadline := time.Now().Add(time.Until(at(p.end())) + cfg.Grace)
@@ -171,6 +177,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		err = ferr // the cause, rather than what it broke
 	}
 	stopProgress()
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if herr := srv.halt(); err == nil {
 		err = herr
 	}
@@ -257,6 +266,36 @@ func shares(n, k int) [][]int {
 }
 
 // at converts a time on the shared monotonic clock into wall time.
+// profileRuns writes a CPU profile of this process from start to end to
+// w. The returned func ends it early if need be, waits for it and says
+// what went wrong.
+func profileRuns(w io.Writer, start, end time.Time) func() error {
+	quit := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		t := time.NewTimer(time.Until(start))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-quit:
+			done <- errors.New("eda: the run ended before its measured part, so no CPU profile was taken")
+			return
+		}
+		if err := pprof.StartCPUProfile(w); err != nil {
+			done <- fmt.Errorf("eda: CPU profile: %w", err)
+			return
+		}
+		t.Reset(time.Until(end))
+		select {
+		case <-t.C:
+		case <-quit:
+		}
+		pprof.StopCPUProfile()
+		done <- nil
+	}()
+	return func() error { close(quit); return <-done }
+}
+
 func at(t int64) time.Time { return time.Now().Add(time.Duration(t - latency.Nanotime())) }
 
 // measureCPU returns the CPU time of this process and pids over the

@@ -2,7 +2,9 @@
 // and writes one dated record of them under docs/results: the machine,
 // its kernel and Go, the commit, the load average before each step, every
 // command, everything each printed, and every figure of every repetition
-// with its minimum, median and maximum, plus the EDA sweeps' charts. The
+// with its minimum, median and maximum, plus the EDA sweeps' charts and
+// CPU profiles of the lookups and of the EDA chain past the counts that
+// passed, which say where the time goes in targets not met. The
 // README's results and the "at a glance" table of docs/BENCHMARKS.md are
 // then generated from that record, so that they cannot disagree with it
 // or with each other.

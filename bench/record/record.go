@@ -33,8 +33,17 @@ type Record struct {
 
 	// Figures maps a figure's name ("offmap/Get/ns/op", or a ratio's
 	// "ratio/...") to its values, one per repetition.
-	Figures map[string]*Figure `json:"figures"`
-	Sweeps  []*Sweep           `json:"sweeps"`
+	Figures  map[string]*Figure `json:"figures"`
+	Sweeps   []*Sweep           `json:"sweeps"`
+	Profiles []*Profile         `json:"profiles,omitempty"`
+}
+
+// Profile is the top of one CPU profile the record took (the profiles
+// step), as pprof -top printed it.
+type Profile struct {
+	Name string `json:"name"`
+	What string `json:"what"`
+	Top  string `json:"top"`
 }
 
 // Machine describes the computer a record was made on.

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -299,4 +301,58 @@ func TestLoadRecordRefusesFutureVersion(t *testing.T) {
 	if _, err := loadRecord(p); err == nil || !strings.Contains(err.Error(), "version 2") {
 		t.Fatalf("loadRecord: %v", err)
 	}
+}
+
+// TestProfile takes a CPU profile of a busy function in this test binary
+// and has the record keep its top, as the profiles step does, then
+// renders it into the record's README.
+func TestProfile(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.pprof")
+	f, err := os.Create(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		profiledSink += spinForProfile(1 << 16)
+	}
+	pprof.StopCPUProfile()
+	f.Close()
+	r := &runner{root: repoRoot(t), dir: dir, rec: &Record{}, log: io.Discard, names: strings.NewReplacer()}
+	st := &Step{Name: "profiles", Output: "profiles.txt"}
+	if err := r.profile(st, "spin", "a busy loop", bin, prof, "spinForProfile"); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.rec.Profiles) != 1 {
+		t.Fatalf("profiles: %+v", r.rec.Profiles)
+	}
+	top := r.rec.Profiles[0].Top
+	if !strings.Contains(top, "spinForProfile") || !strings.Contains(top, "flat%") || strings.Contains(top, "Build ID:") {
+		t.Fatalf("top:\n%s", top)
+	}
+	readme := renderRecordReadme(r.rec)
+	if !strings.Contains(readme, "## Where the time goes") || !strings.Contains(readme, "### spin\n\na busy loop.") || !strings.Contains(readme, top) {
+		t.Fatalf("README:\n%s", readme)
+	}
+	if len(st.Commands) != 1 || !strings.HasPrefix(st.Commands[0], "go tool pprof -top -nodecount 20 -focus spinForProfile ") {
+		t.Fatalf("commands: %q", st.Commands)
+	}
+}
+
+var profiledSink uint64
+
+//go:noinline
+func spinForProfile(n int) uint64 {
+	x := uint64(n)
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	return x
 }

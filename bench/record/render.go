@@ -454,6 +454,9 @@ func renderRecordReadme(r *Record) string {
 	b.WriteString("[record.json](record.json) holds all of it; each step's output is in its `.txt` file. `$BIN` is where the command built the test binaries and commands (`go test -c`, `go build`), `$RECORD` this directory, `$TMPFS` a directory on tmpfs.\n\n")
 	b.WriteString("## Targets\n\n")
 	fmt.Fprintf(&b, "Medians of %d repetitions, with their range in parentheses; ratios are taken within each repetition.\n\n%s", r.Reps, glanceTable(r))
+	if len(r.Profiles) > 0 {
+		b.WriteString("\nWhere the time goes in the map's lookups and in the EDA chain beyond the counts that passed: [CPU profiles](#where-the-time-goes) below.\n")
+	}
 	b.WriteString("\n## Steps\n\n| step | what | UTC | load average before | output | error |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, s := range r.Steps {
 		out := fmt.Sprintf("[%s](%s)", s.Output, s.Output)
@@ -487,6 +490,12 @@ func renderRecordReadme(r *Record) string {
 		fmt.Fprintf(&b, "\n## EDA sweep, %s\n\n%s; every file edabench wrote is in [%s](%s/).\n\n", s.Name, sweepSettings(r, s), s.Dir, s.Dir)
 		b.WriteString(sweepTable(s))
 		fmt.Fprintf(&b, "\n![p99.9 against instances](%s/sweep.png)\n", s.Dir)
+	}
+	if len(r.Profiles) > 0 {
+		b.WriteString("\n## Where the time goes\n\nCPU profiles taken by the profiles step, after the sweeps: the functions with the most samples (flat: in the function itself; cum: with what it called). The commands are under Steps; the output also holds what each benchmark run printed.\n")
+		for _, p := range r.Profiles {
+			fmt.Fprintf(&b, "\n### %s\n\n%s.\n\n```\n%s\n```\n", p.Name, p.What, p.Top)
+		}
 	}
 	return b.String()
 }

@@ -48,6 +48,7 @@ var suite = []stepDef{
 	{"eda-one", "the EDA chain, one instance, sends released every 20 ms: its CPU", func(r *runner, st *Step) error { return r.sweep(st, "one", "loop") }},
 	{"eda-loop", "the EDA chain sweep, event loops", func(r *runner, st *Step) error { return r.sweep(st, "loop", "loop") }},
 	{"eda-park", "the EDA chain sweep, the Chronicle EDA article's poll-and-park loop", func(r *runner, st *Step) error { return r.sweep(st, "park", "park") }},
+	{"profiles", "CPU profiles of targets that fall short: Get and GetMany on 1M keys; the EDA chain in one process at the first count each sweep failed", profilesStep},
 }
 
 // ratios are the comparisons the record computes within each repetition:
@@ -394,4 +395,92 @@ func tail(s string, n int) string {
 		return "..." + s[len(s)-n:]
 	}
 	return s
+}
+
+// profilesStep profiles the work behind targets that fall short, so that
+// the record says where the time goes: Get and GetMany on 1M random keys,
+// and the EDA chain in each wait mode at the first count its sweep failed
+// (1,000 or 200 instances, the targets, when none failed). The chain runs
+// all its instances in this one process: the sweeps' process per CPU
+// would leave the work in children the profile does not see.
+func profilesStep(r *runner, st *Step) error {
+	bin, err := r.build(st, "./offmap", true)
+	if err != nil {
+		return err
+	}
+	for _, p := range []struct{ name, bench, focus string }{
+		{"Get", "^BenchmarkGet$", `benchGet`},
+		{"GetMany", "^BenchmarkGetMany$", `\(\*Map\)\.GetMany$`},
+	} {
+		prof := filepath.Join(r.bin, "profile-"+p.name+".pprof")
+		if _, err := r.exec(st, filepath.Join(r.root, "offmap"), nil, bin, "-test.run", "^$", "-test.bench", p.bench,
+			"-test.benchtime", r.pick("3s", "1s"), "-test.cpuprofile", prof); err != nil {
+			return err
+		}
+		what := fmt.Sprintf("map %s on 1M random keys (Benchmark%s), the samples under it", p.name, p.name)
+		if err := r.profile(st, "map-"+p.name, what, bin, prof, p.focus); err != nil {
+			return err
+		}
+	}
+	eda, err := r.build(st, "./cmd/edabench", false)
+	if err != nil {
+		return err
+	}
+	for _, w := range []struct {
+		wait string
+		n    int
+	}{{"loop", 1000}, {"park", 200}} {
+		n := w.n
+		if s := r.rec.Sweep(w.wait); s != nil {
+			all, _ := s.Largest()
+			if next, ok := s.next(all); ok {
+				n = next.Instances
+			}
+		}
+		queues, err := os.MkdirTemp(r.shm, "record-profile-")
+		if err != nil {
+			return err
+		}
+		prof := filepath.Join(r.bin, "profile-eda-"+w.wait+".pprof")
+		_, err = r.exec(st, r.root, nil, eda, "run", "--wait", w.wait, "--instances", fmt.Sprint(n), "--runs", "1",
+			"--warmup", "3s", "--run", r.pick("10s", "5s"), "--service-probes=false", "--dir", queues, "--cpuprofile", prof)
+		os.RemoveAll(queues)
+		if err != nil {
+			return err
+		}
+		what := fmt.Sprintf("the EDA chain, wait %s, %d instances in one process", w.wait, n)
+		if err := r.profile(st, "eda-"+w.wait, what, eda, prof, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// profile adds to the record the top of a CPU profile: the functions that
+// took the most samples, and their callees (focus, if set, keeps only the
+// samples with a matching function on their stack).
+func (r *runner) profile(st *Step, name, what, bin, prof, focus string) error {
+	args := []string{"tool", "pprof", "-top", "-nodecount", "20"}
+	if focus != "" {
+		args = append(args, "-focus", focus)
+	}
+	out, err := r.exec(st, r.root, nil, "go", append(args, bin, prof)...)
+	if err != nil {
+		return err
+	}
+	r.rec.Profiles = append(r.rec.Profiles, &Profile{Name: name, What: what, Top: pprofTop(out)})
+	return nil
+}
+
+// pprofTop keeps pprof -top's table and the line that sums it up, without
+// the lines naming the binary, the build and the time.
+func pprofTop(out string) string {
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n")
 }

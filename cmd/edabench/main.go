@@ -28,7 +28,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -178,25 +177,9 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.runLength, "run", 5*time.Second, "length of a run")
 	fs.StringVar(&s.dir, "dir", os.TempDir(), "directory for the queues and the counter map")
 	fs.BoolVar(&s.verbose, "v", false, "also print, on standard error, a progress line a second and each run's percentiles per probe (JLBH style, in us)")
-	fs.StringVar(&s.profile, "cpuprofile", "", "write a CPU profile of this process to this file")
+	fs.StringVar(&s.profile, "cpuprofile", "", "write a CPU profile of this process over the measured runs (not the set-up and warm-up) to this file")
 	fs.BoolVar(&s.probes, "service-probes", true, "also record the latency up to each service (five more samples per message)")
 	fs.StringVar(&s.pin, "pin", "auto", "bind each event loop (wait loop), or each process of --placement cpu, to a CPU of its own: on, off, or auto (on for all instances in one process at 250,000 msg/s or more, and for --placement cpu)")
-}
-
-// startProfile starts the CPU profile if asked for; the returned func stops it.
-func (s *settings) startProfile() (func(), error) {
-	if s.profile == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(s.profile)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // pinRate is the message rate of one process from which --pin auto pins
@@ -328,9 +311,12 @@ func runOne(ctx context.Context, s settings, n int, asJSON bool, out string, std
 	if err != nil {
 		return err
 	}
-	stopProfile, err := s.startProfile()
-	if err != nil {
-		return err
+	var prof *os.File
+	if s.profile != "" {
+		if prof, err = os.Create(s.profile); err != nil {
+			return err
+		}
+		cfg.CPUProfile = prof
 	}
 	text := stdout
 	if asJSON {
@@ -338,7 +324,11 @@ func runOne(ctx context.Context, s settings, n int, asJSON bool, out string, std
 	}
 	describe(text, instances(n), cfg)
 	r, err := eda.Run(ctx, cfg)
-	stopProfile()
+	if prof != nil {
+		if cerr := prof.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
 		return interrupted(ctx, err)
 	}
