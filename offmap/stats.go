@@ -91,7 +91,9 @@ type SegmentStats struct {
 	RedoPending bool // an in-place value update is in progress or was interrupted
 }
 
-// Stats returns the map's layout and current fill.
+// Stats returns the map's layout and current fill. It takes no lock:
+// while others write, each figure is of its own instant, and Expired, a
+// scan of every slot, is approximate.
 func (m *Map) Stats() Stats {
 	h := &m.hdr
 	st := Stats{
