@@ -55,17 +55,19 @@ var waitModeNames = [...]string{Block: "block", Spin: "spin", Yield: "yield", Pa
 
 // String returns the mode's name, for logs and flags.
 func (m WaitMode) String() string {
-	if m >= 0 && int(m) < len(waitModeNames) {
+	if m.known() {
 		return waitModeNames[m]
 	}
 	return fmt.Sprintf("WaitMode(%d)", int(m))
 }
 
+func (m WaitMode) known() bool { return m >= 0 && int(m) < len(waitModeNames) }
+
 // Wait returns nil as soon as the tailer has a message to read (HasNext),
 // or the context's error, or the error that reading met. An unknown
 // mode is an error wrapping ErrInvalidOptions.
 func (t *Tailer) Wait(ctx context.Context, mode WaitMode) error {
-	if mode < 0 || int(mode) >= len(waitModeNames) {
+	if !mode.known() {
 		return fmt.Errorf("%w: unknown wait mode %d", ErrInvalidOptions, int(mode))
 	}
 	if (mode == Block || mode == BlockThread) && t.q.readOnly {

@@ -265,7 +265,6 @@ func shares(n, k int) [][]int {
 	return out
 }
 
-// at converts a time on the shared monotonic clock into wall time.
 // profileRuns writes a CPU profile of this process from start to end to
 // w. The returned func ends it early if need be, waits for it and says
 // what went wrong.
@@ -296,6 +295,7 @@ func profileRuns(w io.Writer, start, end time.Time) func() error {
 	return func() error { close(quit); return <-done }
 }
 
+// at converts a time on the shared monotonic clock into wall time.
 func at(t int64) time.Time { return time.Now().Add(time.Duration(t - latency.Nanotime())) }
 
 // measureCPU returns the CPU time of this process and pids over the
