@@ -7,8 +7,14 @@
 // actual send time (uncorrected). With the argument "full", the writer
 // sends each message as soon as the reader has read the one before, which
 // the reader says by storing its count (BenchmarkCrossProcessSpinFull).
+// With the argument "slots", messages go as the queue lays them out instead
+// of through the ring: each in a 32-byte slot of its own in a buffer of all
+// of them (faulted in before the run, as the queue's pretoucher does), its
+// 8-byte header stored last, and the reader spins on the next slot's
+// header rather than on a sequence number. That is the queue's protocol
+// without Go and without the queue: the price of writing fresh lines.
 //
-//   gcc -O2 -o /tmp/spinfloor bench/cfloor/spin.c && /tmp/spinfloor [full]
+//   gcc -O2 -o /tmp/spinfloor bench/cfloor/spin.c && /tmp/spinfloor [full] [slots]
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +26,11 @@
 #include <unistd.h>
 
 enum { N = 500000, RING = 4096, GAP_NS = 10000 };
+
+struct slot {
+	uint64_t header; // 0: free; stored last
+	uint64_t sched, sent, pad;
+};
 
 struct shared {
 	_Alignas(64) uint64_t seq;
@@ -45,16 +56,30 @@ static void report(const char *name, uint64_t *v) {
 }
 
 int main(int argc, char **argv) {
-	int full = argc > 1 && strcmp(argv[1], "full") == 0;
+	int full = 0, slots = 0;
+	for (int i = 1; i < argc; i++) {
+		full |= strcmp(argv[i], "full") == 0;
+		slots |= strcmp(argv[i], "slots") == 0;
+	}
 	struct shared *sh = mmap(0, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED) {
+	struct slot *slot = mmap(0, N * sizeof *slot, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (sh == MAP_FAILED || slot == MAP_FAILED) {
 		perror("mmap");
 		return 1;
 	}
 	pid_t child = fork();
 	if (child == 0) {
 		uint64_t *corrected = malloc(N * sizeof(uint64_t)), *raw = malloc(N * sizeof(uint64_t));
-		for (uint64_t seen = 0; seen < N;) {
+		for (uint64_t seen = 0; slots && seen < N; seen++) {
+			while (__atomic_load_n(&slot[seen].header, __ATOMIC_ACQUIRE) == 0)
+				;
+			uint64_t t = now();
+			corrected[seen] = t - slot[seen].sched;
+			raw[seen] = t - slot[seen].sent;
+			if (full)
+				__atomic_store_n(&sh->ack, seen + 1, __ATOMIC_RELEASE);
+		}
+		for (uint64_t seen = 0; !slots && seen < N;) {
 			uint64_t seq = __atomic_load_n(&sh->seq, __ATOMIC_ACQUIRE);
 			for (; seen < seq; seen++) {
 				uint64_t t = now();
@@ -79,6 +104,12 @@ int main(int argc, char **argv) {
 			sched += GAP_NS;
 			while (now() < sched)
 				;
+		}
+		if (slots) {
+			slot[i].sched = sched;
+			slot[i].sent = now();
+			__atomic_store_n(&slot[i].header, 24, __ATOMIC_RELEASE);
+			continue;
 		}
 		sh->sched[i % RING] = sched;
 		sh->sent[i % RING] = now();
