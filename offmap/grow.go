@@ -92,10 +92,11 @@ func (m *Map) mapsPast(n int) bool {
 }
 
 // settleTail is mapTail for Check, which reads every region the file
-// holds, met or not: it first gives a writer that claimed space and has
-// not padded it yet 50 ms to do so (the end of a file on Windows lies
-// between 64 KiB boundaries only for that long, but for a file made
-// elsewhere).
+// holds, met or not: it first gives a writer that is still extending the
+// file 50 ms to finish. A writer on Windows extends it from one 64 KiB
+// boundary to another in one step (shm.Grow), so an end between two is a
+// file made elsewhere; mapping a writer's transient end here would end
+// this Map's growth (shm.Region.ExtendTail).
 func (m *Map) settleTail() {
 	if m.region == nil || !m.readOnly {
 		return

@@ -21,8 +21,10 @@ func Preallocate(f *os.File, size int64) error { return extendZeroed(f, size) }
 // Grow gives f real storage for [off, off+n), a range that belongs to the
 // caller alone, by writing zeros over it (extending the file if it is
 // shorter): the one way to reserve blocks inside a file without fallocate.
-// A full disk is an error wrapping ENOSPC here, never a SIGBUS later.
-func Grow(f *os.File, off, n int64) error { return writeZeros(f, off, n) }
+// A full disk is an error wrapping ENOSPC here, never a SIGBUS later. On
+// Windows a file that grows past its end is extended to the next 64 KiB
+// boundary at once (growZeroed in region_windows.go).
+func Grow(f *os.File, off, n int64) error { return growZeroed(f, off, n) }
 
 // AllocateShared would give storage to a range another process uses
 // without writing to it; without fallocate it cannot be done.

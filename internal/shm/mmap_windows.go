@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
@@ -156,9 +157,25 @@ func Flock(f *os.File, exclusive, nonblocking bool) error {
 	return lockByte(f, attachByte, exclusive, nonblocking)
 }
 
-func lockGrowth(f *os.File) error { return lockByte(f, growthByte, true, false) }
+// growthMu serialises this process's own holders of the growth lock: a
+// byte-range lock belongs to a handle, not a thread, and lockByte drops
+// the handle's lock before it asks, so a second goroutine would take the
+// lock from the first.
+var growthMu sync.Mutex
 
-func unlockGrowth(f *os.File) { unlockByte(windows.Handle(f.Fd()), growthByte) }
+func lockGrowth(f *os.File) error {
+	growthMu.Lock()
+	if err := lockByte(f, growthByte, true, false); err != nil {
+		growthMu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func unlockGrowth(f *os.File) {
+	unlockByte(windows.Handle(f.Fd()), growthByte)
+	growthMu.Unlock()
+}
 
 func lockByte(f *os.File, at uint64, exclusive, nonblocking bool) error {
 	var flags uint32

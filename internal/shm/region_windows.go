@@ -145,6 +145,35 @@ func (r *Region) Extend(f *os.File, size int, writable bool) ([]byte, error) {
 	return r.Bytes(), nil
 }
 
+// growZeroed is Grow on Windows. Past the file's end it extends the file
+// to the next 64 KiB boundary in one step, under the growth lock, where
+// writing zeros up to off+n alone would leave the end between two
+// boundaries until the claimant's Extend padded it: a reader that looked
+// then could not tell the file from one made elsewhere, mapped its tail
+// as its last view (ExtendTail), and could map no growth after it. The
+// zeros past off+n are written before anyone can have written there: a
+// writer maps, and so writes, only what the file holds.
+func growZeroed(f *os.File, off, n int64) error {
+	if err := lockGrowth(f); err != nil {
+		return err
+	}
+	defer unlockGrowth(f)
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size, end := st.Size(), off+n
+	if in := min(end, size); in > off {
+		if err := writeZeros(f, off, in-off); err != nil {
+			return err
+		}
+	}
+	if end <= size {
+		return nil
+	}
+	return writeZeros(f, size, Pad(end, allocationGranularity)-size)
+}
+
 // ExtendTail maps the rest of f read-only, up to its end, for a reader
 // that met data past what Extend gave it: a file whose end lies between
 // 64 KiB boundaries, which no writer here padded, so made on another

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -207,4 +209,72 @@ func TestMapFileEndingInsideAPage(t *testing.T) {
 			t.Fatalf("the file changed length: %v %v", st.Size(), err)
 		}
 	}
+}
+
+// Grow past the end of a file extends it to the next 64 KiB boundary in
+// one step, so that a reader never sees an end between boundaries that a
+// writer made (it would take the file for one made elsewhere, and map its
+// tail as its last view); a range inside the file gets zeros and nothing
+// past it changes. Goroutines growing one file at once leave every size
+// they see on a boundary.
+func TestGrowEndsOnBoundary(t *testing.T) {
+	const granule = allocationGranularity
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := Grow(f, 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	if size := fileSize(t, f); size != granule {
+		t.Fatalf("after a claim of 100 bytes the file is %d bytes, want %d", size, granule)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{7}, granule), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := Grow(f, 64, 64); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, granule)
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range got {
+		if want := byte(7 * (1 - b2i(i >= 64 && i < 128))); c != want {
+			t.Fatalf("byte %d is %d after Grow(64, 64), want %d", i, c, want)
+		}
+	}
+	var next atomic.Int64
+	next.Store(granule)
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				off := next.Add(4096) - 4096
+				if err := Grow(f, off, 4096); err != nil {
+					t.Error(err)
+					return
+				}
+				if size := fileSize(t, f); size%granule != 0 || size < off+4096 {
+					bad.Store(size)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if size := bad.Load(); size != 0 {
+		t.Fatalf("a goroutine saw the file end at %d bytes, not on a 64 KiB boundary past its claim", size)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
