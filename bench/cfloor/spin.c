@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
 		slots |= strcmp(argv[i], "slots") == 0;
 	}
 	struct shared *sh = mmap(0, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct slot *slot = mmap(0, N * sizeof *slot, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	struct slot *slot = slots ? mmap(0, N * sizeof *slot, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0) : 0;
 	if (sh == MAP_FAILED || slot == MAP_FAILED) {
 		perror("mmap");
 		return 1;
