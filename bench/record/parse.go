@@ -75,6 +75,30 @@ func parseFloor(out string) ([]measurement, error) {
 	return ms, nil
 }
 
+// parsePages reads bench/cfloor/pages.c's report, lines such as
+//
+//	rested 9.38 us
+//
+// into ("rested", "us-a-page", 9.38), one measurement a line.
+func parsePages(out string) ([]measurement, error) {
+	var ms []measurement
+	for l := range strings.Lines(out) {
+		f := strings.Fields(l)
+		if len(f) != 3 || (f[0] != "rested" && f[0] != "again") {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil || f[2] != "us" {
+			return nil, fmt.Errorf("page floor line %q", strings.TrimSpace(l))
+		}
+		ms = append(ms, measurement{f[0], "us-a-page", v})
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("page floor report: no figures in %q", out)
+	}
+	return ms, nil
+}
+
 // parseSweepCSV reads the sweep.csv edabench sweep writes.
 func parseSweepCSV(r io.Reader) ([]SweepCount, error) {
 	rows, err := csv.NewReader(r).ReadAll()

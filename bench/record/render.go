@@ -272,6 +272,11 @@ func sweepRow(target, wait string, want int) glanceRow {
 		if next, ok := s.next(all); ok {
 			m += fmt.Sprintf("; %d: %d of %d (p99.9 %s ms)", next.Instances, next.RunsMeeting, next.Runs, num(next.P999))
 		}
+		// What the machine charges for the pages the queues write: a
+		// large share of the chain's CPU where it is high (pages step).
+		if fs, ok := figures(r, "pages/rested/us-a-page", "pages/again/us-a-page"); ok && wait == "loop" && s.Tmpfs {
+			m += fmt.Sprintf("; a fresh tmpfs page costs %s us (%s us just freed)", num(fs[0].Median), num(fs[1].Median))
+		}
 		v := verdict(all >= want && !r.Quick, fmt.Sprint(all))
 		if r.Quick {
 			v = "a quick record (one run of 5 s a count) does not judge it"

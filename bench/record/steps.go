@@ -45,6 +45,7 @@ var suite = []stepDef{
 	{"latency", "one-way latency between two processes, spinning reader: offmap's queue, the same in Go without a queue, and in C (bench/cfloor)", latencyStep},
 	{"latency-trace", "the spinning reader at 100,000 msg/s once more, under bench/schedgaps: who had the CPU when its tail was made (needs root)", latencyTraceStep},
 	{"serial", "the Chronicle serialization article's benchmark", serialStep},
+	{"pages", "what a fresh page of a tmpfs file costs (bench/cfloor/pages.c), which the queue's pretoucher pays for every 4 KiB of new messages", pagesStep},
 	{"eda-one", "the EDA chain, one instance, sends released every 20 ms: its CPU", func(r *runner, st *Step) error { return r.sweep(st, "one", "loop") }},
 	{"eda-loop", "the EDA chain sweep, event loops", func(r *runner, st *Step) error { return r.sweep(st, "loop", "loop") }},
 	{"eda-park", "the EDA chain sweep, the Chronicle EDA article's poll-and-park loop", func(r *runner, st *Step) error { return r.sweep(st, "park", "park") }},
@@ -278,6 +279,35 @@ func latencyTraceStep(r *runner, st *Step) error {
 		return fmt.Errorf("no benchmark result under the trace:\n%s", tail(out, 2000))
 	}
 	r.commit(rep, units)
+	return nil
+}
+
+// pagesStep measures the page cost the EDA chain's queues meet on tmpfs:
+// at 1,000 instances they write 47,000 new pages a second. The program
+// rests 10 s before each of its rounds, so it takes about 80 s; a quick
+// record leaves it out.
+func pagesStep(r *runner, st *Step) error {
+	switch {
+	case r.quick:
+		return fmt.Errorf("%w: a quick record leaves it out", errSkipped)
+	case r.shm == "":
+		return fmt.Errorf("%w: no tmpfs at /dev/shm", errSkipped)
+	}
+	floor := filepath.Join(r.bin, "pagefloor")
+	if _, err := r.exec(st, r.root, nil, "gcc", "-O2", "-o", floor, "bench/cfloor/pages.c"); err != nil {
+		return fmt.Errorf("the page floor needs gcc: %w", err)
+	}
+	out, err := r.exec(st, r.root, nil, floor, r.shm)
+	if err != nil {
+		return err
+	}
+	ms, err := parsePages(out)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		r.rec.add("pages/"+m.bench+"/"+m.unit, m.unit, m.value)
+	}
 	return nil
 }
 
