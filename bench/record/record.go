@@ -219,15 +219,8 @@ func readMachine() Machine {
 			}
 		}
 	}
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-				kib, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
-				m.MemoryGiB = math.Round(kib/(1<<20)*10) / 10
-			}
-		}
-		f.Close()
+	if kib, ok := meminfoKiB("MemTotal"); ok {
+		m.MemoryGiB = math.Round(kib/(1<<20)*10) / 10
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
@@ -246,4 +239,24 @@ func loadAverage() (l [3]float64) {
 		l[i], _ = strconv.ParseFloat(f[i], 64)
 	}
 	return l
+}
+
+// meminfoKiB reads one figure of /proc/meminfo, in KiB; false where there
+// is none (not Linux).
+func meminfoKiB(key string) (float64, bool) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
+			if fields := strings.Fields(v); len(fields) > 0 {
+				kib, err := strconv.ParseFloat(fields[0], 64)
+				return kib, err == nil
+			}
+		}
+	}
+	return 0, false
 }

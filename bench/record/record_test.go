@@ -78,6 +78,20 @@ func TestParsePages(t *testing.T) {
 	}
 }
 
+func TestMeminfo(t *testing.T) {
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("no /proc/meminfo")
+	}
+	total, ok := meminfoKiB("MemTotal")
+	avail, ok2 := meminfoKiB("MemAvailable")
+	if !ok || !ok2 || total <= 0 || avail <= 0 || avail > total {
+		t.Fatalf("MemTotal %v (%v), MemAvailable %v (%v)", total, ok, avail, ok2)
+	}
+	if _, ok := meminfoKiB("NoSuchFigure"); ok {
+		t.Fatal("a figure /proc/meminfo does not have was found")
+	}
+}
+
 const sweepCSV = `instances,wait,placement,messages,p50_ms,p99_ms,p99_9_ms,worst_ms,cpu_percent,meets_sla,runs,runs_meeting_sla
 1,loop,process,15000,0.088,0.204,6.783,16.843,5.3,true,0,0
 500,loop,process,150000,1.39,28.7,46.7,90,158.0,true,3,3

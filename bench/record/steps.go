@@ -293,6 +293,10 @@ func pagesStep(r *runner, st *Step) error {
 	case r.shm == "":
 		return fmt.Errorf("%w: no tmpfs at /dev/shm", errSkipped)
 	}
+	// The program faults in 4 GiB: leave room for everything else.
+	if kib, ok := meminfoKiB("MemAvailable"); !ok || kib < 8<<20 {
+		return fmt.Errorf("%w: it needs 8 GiB of memory available", errSkipped)
+	}
 	floor := filepath.Join(r.bin, "pagefloor")
 	if _, err := r.exec(st, r.root, nil, "gcc", "-O2", "-o", floor, "bench/cfloor/pages.c"); err != nil {
 		return fmt.Errorf("the page floor needs gcc: %w", err)
