@@ -1,6 +1,6 @@
 // pages.c: what a fresh page of a tmpfs file costs on this machine, the
 // cost the queue's pretoucher pays for every 4 KiB of new messages (it
-// faults pages in with MADV_POPULATE_WRITE, docs/QUEUE-FORMAT.md). It
+// faults pages in with MADV_POPULATE_WRITE, queue/pretouch.go). It
 // faults in 4 GiB of a new file in the given directory, frees it, and
 // does it again at once: the first round takes pages the kernel has had
 // free for a while, the second the pages just freed. On a VM whose guest
