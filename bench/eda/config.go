@@ -111,8 +111,10 @@ type Config struct {
 	Warmup    time.Duration
 	Runs      int
 	RunLength time.Duration
-	// Grace bounds the wait for messages still in flight after the last
-	// send; those that do not arrive count as lost.
+	// Grace is how long the wait for messages still in flight after the
+	// last send goes on without any of them arriving; those missing then
+	// count as lost. While they keep arriving it goes on for up to the
+	// plan's length again, and those missing then count as late.
 	Grace time.Duration
 
 	// Dir is where the topics and the counter map are created (a fresh

@@ -350,7 +350,7 @@ func runOne(ctx context.Context, s settings, n int, asJSON bool, out string, std
 
 // checked fails a run whose messages or counters did not add up.
 func checked(r *eda.Result) error {
-	if r.OK() {
+	if !r.Lost() {
 		return nil
 	}
 	return fmt.Errorf("%d instances: sent %d, delivered %d, bad %d, counter errors %v",

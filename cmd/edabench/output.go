@@ -98,7 +98,7 @@ func minPerRun() int64 {
 // sla is a setting's verdict, as its table column prints it.
 func (v verdict) mark(r *eda.Result) string {
 	switch {
-	case !r.OK():
+	case r.Lost():
 		return "lost"
 	case v.meets(r):
 		return "meets"
@@ -150,7 +150,8 @@ func writeLegend(w io.Writer, v verdict, cores int) {
   runs ok    runs whose own p99.9 (corrected) is under %s; - : runs of fewer than %s messages
              have no p99.9 of their own
   SLA        meets: p99.9 (corrected, %s) under %s, every message intact;
-             fails: p99.9 %s or more; lost: messages lost or counters wrong
+             fails: p99.9 %s or more, or messages still on their way, late, when the wait ended;
+             lost: messages lost or counters wrong
 `, cores, 100*cores, sla, count(minPerRun()), v, sla, sla)
 }
 
@@ -208,12 +209,15 @@ func lostText(r *eda.Result) string {
 func writeRunResult(w io.Writer, r *eda.Result, v verdict) {
 	var text string
 	switch {
-	case !r.OK():
+	case r.Lost():
 		text = fmt.Sprintf("at %s the chain lost messages or counts (%s): a fault, not a latency verdict.",
 			instances(r.Instances), lostText(r))
 	case v.meets(r):
 		text = fmt.Sprintf("at %s the chain meets the SLA: %s, under %s; every message arrived intact and every counter matched.",
 			instances(r.Instances), v.p999Text(r), slaText(v.sla))
+	case r.Late > 0:
+		text = fmt.Sprintf("at %s the chain fails the SLA: %s, %s or more, and %s messages were still on their way, untimed, when the wait for them ended (the chain was draining its backlog; none was lost).",
+			instances(r.Instances), v.p999Text(r), slaText(v.sla), count(r.Late))
 	default:
 		text = fmt.Sprintf("at %s the chain fails the SLA: %s, %s or more (every message arrived intact).",
 			instances(r.Instances), v.p999Text(r), slaText(v.sla))

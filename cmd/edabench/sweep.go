@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -166,16 +167,25 @@ func runSweep(ctx context.Context, s settings, v verdict, list []int, saturation
 		}
 		results = append(results, r)
 		fmt.Fprintf(stderr, "  %s, CPU %.0f %% of one core: %s\n", v.p999Text(r), r.CPU.Percent, v.mark(r))
-		switch {
-		case !r.OK():
-			return results, sweepEnd{reason: stopLost, at: n}
-		case !v.meets(r):
-			return results, sweepEnd{reason: stopFailed, at: n}
-		case r.CPU.Percent > saturation*float64(cores):
-			return results, sweepEnd{reason: stopSaturated, at: n, cpu: r.CPU.Percent, saturation: saturation, cores: cores}
+		if end, stop := v.ends(r, n, saturation, cores); stop {
+			return results, end
 		}
 	}
 	return results, sweepEnd{reason: stopEnd, at: list[len(list)-1]}
+}
+
+// ends says whether a sweep ends at count n with result r, and why: a
+// fault, a failed SLA (late messages included), or a saturated CPU.
+func (v verdict) ends(r *eda.Result, n int, saturation float64, cores int) (sweepEnd, bool) {
+	switch {
+	case r.Lost():
+		return sweepEnd{reason: stopLost, at: n}, true
+	case !v.meets(r):
+		return sweepEnd{reason: stopFailed, at: n}, true
+	case r.CPU.Percent > saturation*float64(cores):
+		return sweepEnd{reason: stopSaturated, at: n, cpu: r.CPU.Percent, saturation: saturation, cores: cores}, true
+	}
+	return sweepEnd{}, false
 }
 
 // writeSweepResult prints the sweep's one summary: the limit it found,
@@ -264,15 +274,29 @@ func (v verdict) meets(r *eda.Result) bool {
 	return p[len(p)/2] < int64(v.sla)
 }
 
-// runsMeeting counts the runs whose own p99.9 is under the SLA.
+// runsMeeting counts the runs whose own p99.9 is under the SLA. The
+// messages still late when the wait for them ended were the last sent, and
+// the runs they belong to count as failing: their histograms lack them.
 func (v verdict) runsMeeting(r *eda.Result) (k, n int) {
 	p := runP999s(r)
-	for _, ns := range p {
-		if ns < int64(v.sla) {
+	judged := len(p) - lateRuns(r)
+	for i, ns := range p {
+		if i < judged && ns < int64(v.sla) {
 			k++
 		}
 	}
 	return k, len(p)
+}
+
+// lateRuns is how many of the last runs a result's late messages would fill.
+func lateRuns(r *eda.Result) int {
+	if r.Late == 0 {
+		return 0
+	}
+	if r.Latency == nil || r.Latency.PerRun <= 0 {
+		return math.MaxInt // all of them
+	}
+	return int((r.Late + r.Latency.PerRun - 1) / r.Latency.PerRun)
 }
 
 // runP999s returns each measured run's end-to-end p99.9.

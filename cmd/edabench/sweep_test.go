@@ -25,6 +25,15 @@ func result(pooled time.Duration, runs ...time.Duration) *eda.Result {
 	return r
 }
 
+// late marks n of r's messages late: still on their way, the chain
+// draining, when the wait ended. r's runs carry 5 messages each.
+func late(r *eda.Result, n int64) *eda.Result {
+	r.Latency.PerRun = 5
+	r.Delivered -= n
+	r.Late = n
+	return r
+}
+
 func TestVerdict(t *testing.T) {
 	const ms = time.Millisecond
 	all := verdict{sla: 100 * ms, over: "all"}
@@ -43,6 +52,8 @@ func TestVerdict(t *testing.T) {
 		{"median, even runs takes the upper", median, result(90*ms, 60*ms, 120*ms), false, 1},
 		{"pooled, all good", all, result(90*ms, 60*ms, 80*ms, 70*ms), true, 3},
 		{"median, lost messages", median, func() *eda.Result { r := result(10*ms, 10*ms); r.Delivered--; return r }(), false, 1},
+		{"median, late messages: the last run fails", median, late(result(10*ms, 10*ms, 10*ms, 10*ms), 1), false, 2},
+		{"median, late messages of two runs", median, late(result(10*ms, 10*ms, 10*ms, 10*ms), 6), false, 1},
 		{"median, runs too short: pooled, passing", median, result(10 * ms), true, 0},
 		{"median, runs too short: pooled, failing", median, result(110 * ms), false, 0},
 	} {
@@ -137,6 +148,49 @@ func TestSweepResult(t *testing.T) {
 		}
 		if c.end.reason != stopFailed && strings.Contains(got, "limit lies") {
 			t.Errorf("%s: reports a limit it did not find: %q", c.name, got)
+		}
+	}
+}
+
+// TestLateIsNotLost: a chain still draining its backlog when the wait for
+// it ended fails the SLA, which ends a sweep with a limit found; a
+// message missing, a malformed one or a wrong counter is a fault, which
+// does not, even when others are late.
+func TestLateIsNotLost(t *testing.T) {
+	const ms = time.Millisecond
+	v := verdict{sla: 100 * ms, over: "median"}
+	for _, c := range []struct {
+		name   string
+		r      *eda.Result
+		mark   string
+		stops  bool
+		reason stopReason
+		text   string
+	}{
+		{"late", late(result(10*ms, 10*ms, 10*ms, 10*ms), 3), "fails", true, stopFailed, "and 3 messages were still on their way, untimed"},
+		{"late and missing", func() *eda.Result { r := late(result(10*ms, 10*ms), 3); r.Delivered--; return r }(), "lost", true, stopLost, "lost messages or counts"},
+		{"late and malformed", func() *eda.Result { r := late(result(10*ms, 10*ms), 3); r.Bad = 1; return r }(), "lost", true, stopLost, "lost messages or counts"},
+		{"late and a counter wrong", func() *eda.Result {
+			r := late(result(10*ms, 10*ms), 3)
+			r.CounterErrors = []string{"instance 0 service 2: counter 7, sent 10, before it 6"}
+			return r
+		}(), "lost", true, stopLost, "1 counters wrong"},
+		{"intact, fast", result(10*ms, 10*ms), "meets", false, 0, "every message arrived intact and every counter matched"},
+	} {
+		if got := v.mark(c.r); got != c.mark {
+			t.Errorf("%s: marked %q, want %q", c.name, got, c.mark)
+		}
+		end, stop := v.ends(c.r, 300, 95, 2)
+		if stop != c.stops || end.reason != c.reason {
+			t.Errorf("%s: sweep ends %v (reason %d), want %v (reason %d)", c.name, stop, end.reason, c.stops, c.reason)
+		}
+		var b strings.Builder
+		writeRunResult(&b, c.r, v)
+		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), c.text) {
+			t.Errorf("%s: %q\nlacks %q", c.name, b.String(), c.text)
+		}
+		if err := checked(c.r); (err != nil) != (c.mark == "lost") {
+			t.Errorf("%s: checked = %v", c.name, err)
 		}
 	}
 }
