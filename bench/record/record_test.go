@@ -4,6 +4,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -390,4 +391,33 @@ func spinForProfile(n int) uint64 {
 		x = x*6364136223846793005 + 1442695040888963407
 	}
 	return x
+}
+
+// TestExecNamesDirectories: a step's output file names the record's
+// directory as $RECORD, in what the command printed as in its line, so a
+// record reads the same wherever it was made; exec still returns what
+// the command printed.
+func TestExecNamesDirectories(t *testing.T) {
+	echo, err := exec.LookPath("echo")
+	if err != nil {
+		t.Skip("no echo here")
+	}
+	dir := t.TempDir()
+	r := &runner{root: repoRoot(t), dir: dir, rec: &Record{}, log: io.Discard, names: strings.NewReplacer(dir, "$RECORD")}
+	st := &Step{Name: "echo", Output: "echo.txt"}
+	printed := "Wrote " + filepath.Join(dir, "sweep.json")
+	out, err := r.exec(st, r.root, nil, echo, printed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != printed {
+		t.Fatalf("exec returned %q, want %q", out, printed)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "echo.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); strings.Contains(got, dir) || !strings.Contains(got, "\nWrote "+filepath.Join("$RECORD", "sweep.json")+"\n") {
+		t.Fatalf("output file:\n%s", got)
+	}
 }

@@ -111,7 +111,8 @@ func (r *runner) build(st *Step, pkg string, test bool) (string, error) {
 }
 
 // exec runs a command in dir, records it in the step, and appends what
-// it printed to the step's output file.
+// it printed to the step's output file; it returns what the command
+// printed, the directories unnamed.
 func (r *runner) exec(st *Step, dir string, env []string, name string, args ...string) (string, error) {
 	line := r.names.Replace(shellLine(name, args))
 	if rel, err := filepath.Rel(r.root, dir); err == nil && rel != "." {
@@ -130,7 +131,8 @@ func (r *runner) exec(st *Step, dir string, env []string, name string, args ...s
 	err := cmd.Run()
 	f, ferr := os.OpenFile(filepath.Join(r.dir, st.Output), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if ferr == nil {
-		fmt.Fprintf(f, "$ %s   # %s, load %v\n%s\n", line, time.Now().UTC().Format("15:04:05"), loadAverage(), out.Bytes())
+		// What the command printed names the directories as its line does.
+		fmt.Fprintf(f, "$ %s   # %s, load %v\n%s\n", line, time.Now().UTC().Format("15:04:05"), loadAverage(), r.names.Replace(out.String()))
 		ferr = f.Close()
 	}
 	if err != nil {
