@@ -86,6 +86,14 @@ func (m *Map) homeSlot(mem []byte, h keyHash) int {
 	return slots + int(homeIn(h.match, n))*8
 }
 
+// prefetchFirstHome starts bringing in h's home slot in the first table of
+// the segment at base, before the segment's header, which says where its
+// table is, has come in: the two misses overlap. A segment that has not
+// grown, as in a map made at its size, still has its first table.
+func (m *Map) prefetchFirstHome(base int, h keyHash) {
+	shm.Prefetch(m.mem, base+int(homeIn(h.match, int(m.hdr.SlotsPerSegment)))*8)
+}
+
 // prefetchEntry starts bringing in the entry that the home slot at off
 // names, if the slot holds h's tag (most keys are found in their home
 // slot) and the entry lies in the segment's first extent.
