@@ -72,13 +72,18 @@ func (m *Map) segHeaderOff(seg uint32) int {
 	return int(m.hdr.SegHeadersOff) + int(seg)*segmentHeaderSize
 }
 
+// segBase is the offset of segment seg's initial body.
+func (m *Map) segBase(seg uint32) int {
+	return int(m.hdr.SegmentsOff) + int(seg)*int(m.hdr.SegmentStride)
+}
+
 // homeSlot returns the offset in mem of the home slot of hash h in its
 // segment's current table, or -1 if that table does not fit the mapping
 // (the lookup itself then finds out why). A prefetch only: what it reads
 // may be torn, and readHashed reads it again under the seqlock.
 func (m *Map) homeSlot(mem []byte, h keyHash) int {
 	sh := shm.Overlay[segmentHeader](m.mem, m.segHeaderOff(h.seg))
-	base := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride)
+	base := m.segBase(h.seg)
 	slots, n := m.tableOf(base, sh.table.Load())
 	if !m.tableFits(slots, n, len(mem), base) {
 		return -1
@@ -87,10 +92,11 @@ func (m *Map) homeSlot(mem []byte, h keyHash) int {
 }
 
 // prefetchFirstHome starts bringing in h's home slot in the first table of
-// the segment at base, before the segment's header, which says where its
+// its segment, before the segment's header, which says where its
 // table is, has come in: the two misses overlap. A segment that has not
 // grown, as in a map made at its size, still has its first table.
-func (m *Map) prefetchFirstHome(base int, h keyHash) {
+func (m *Map) prefetchFirstHome(h keyHash) {
+	base := m.segBase(h.seg)
 	shm.Prefetch(m.mem, base+int(homeIn(h.match, int(m.hdr.SlotsPerSegment)))*8)
 }
 
@@ -103,7 +109,7 @@ func (m *Map) prefetchEntry(mem []byte, h keyHash, off int) {
 		return
 	}
 	if c := slotChunk(w); uint64(c) < m.hdr.ChunksPerSegment {
-		base := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride)
+		base := m.segBase(h.seg)
 		shm.Prefetch(mem, base+int(m.hdr.AreaOff)+int(c)<<m.chunkShift)
 	}
 }

@@ -311,7 +311,7 @@ func (m *Map) withKey(key []byte, f func(s segment, h keyHash) error) error {
 	}
 	defer m.exitWrite()
 	h := m.hash(key)
-	m.prefetchFirstHome(int(m.hdr.SegmentsOff)+int(h.seg)*int(m.hdr.SegmentStride), h)
+	m.prefetchFirstHome(h)
 	s := m.segment(h.seg)
 	if m.evict {
 		shm.PrefetchObject(m.areas[h.seg].ctl) // while the lock is taken

@@ -152,7 +152,7 @@ func (m *Map) readHashed(dst, key []byte, h keyHash, wantValue bool) ([]byte, bo
 	sh := shm.Overlay[segmentHeader](m.mem, int(m.hdr.SegHeadersOff)+int(h.seg)*segmentHeaderSize)
 	if v := sh.version.Load(); v&1 == 0 {
 		mem := m.current()
-		base := int(m.hdr.SegmentsOff) + int(h.seg)*int(m.hdr.SegmentStride)
+		base := m.segBase(h.seg)
 		slots, n := m.tableOf(base, sh.table.Load())
 		if m.tableFits(slots, n, len(mem), base) {
 			off, vn, w, so, bad := m.probe(mem, sh, base, slots, n, key, h)

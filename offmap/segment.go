@@ -74,7 +74,7 @@ func (m *Map) segment(i uint32) segment {
 	h := &m.hdr
 	s := segment{
 		idx:  int(i),
-		base: int(h.SegmentsOff) + int(i)*int(h.SegmentStride),
+		base: m.segBase(i),
 		hdr:  shm.Overlay[segmentHeader](m.mem, int(h.SegHeadersOff)+int(i)*segmentHeaderSize),
 	}
 	m.loadTable(&s)

@@ -216,7 +216,7 @@ func writeRunResult(w io.Writer, r *eda.Result, v verdict) {
 		text = fmt.Sprintf("at %s the chain meets the SLA: %s, under %s; every message arrived intact and every counter matched.",
 			instances(r.Instances), v.p999Text(r), slaText(v.sla))
 	case r.Late > 0:
-		text = fmt.Sprintf("at %s the chain fails the SLA: %s, %s or more, and %s messages were still on their way, untimed, when the wait for them ended (the chain was draining its backlog; none was lost).",
+		text = fmt.Sprintf("at %s the chain fails the SLA: %s, %s or more, and %s messages were still on their way, untimed, when the wait for them ended (the chain was still draining its backlog).",
 			instances(r.Instances), v.p999Text(r), slaText(v.sla), count(r.Late))
 	default:
 		text = fmt.Sprintf("at %s the chain fails the SLA: %s, %s or more (every message arrived intact).",
